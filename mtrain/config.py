@@ -1,0 +1,111 @@
+"""Load and check a config file (mmengine ``Config`` underneath).
+
+``load_config`` reads a Python config with ``_base_`` inheritance,
+``_delete_=True`` and ``custom_imports`` (all mmengine's), applies
+``--cfg-options`` (dotted keys, list indices such as ``custom_hooks.0.priority``),
+and checks the top-level keys. Every mistake becomes a :class:`ConfigError`
+naming the file, the key and a fix.
+
+The top level may hold any helper variable (``data_root``, ``img_norm_cfg``,
+...), as OpenMMLab configs do; a key that is *almost* a known key
+(``lr_confg``, ``optimizer_cfg``) is reported as a typo.
+"""
+
+import difflib
+import os.path as osp
+from typing import Any, Dict, List, Optional
+
+from mmengine.config import Config, DictAction
+
+from .utils.errors import ConfigError, did_you_mean
+
+#: Keys mtrain reads (mmcv 1.x's runtime schema plus mtrain's own).
+KNOWN_KEYS = (
+    'model', 'data', 'optimizer', 'optimizer_config', 'lr_config', 'momentum_config',
+    'runner', 'checkpoint_config', 'log_config', 'evaluation', 'custom_hooks', 'workflow',
+    'load_from', 'resume_from', 'work_dir', 'seed', 'custom_imports', 'batch_processor',
+    'fp16', 'model_wrapper', 'device', 'total_epochs', 'deterministic', 'auto_resume',
+    'compile', 'channels_last', 'nan_policy', 'data_root',
+    # OpenMMLab 1.x runtime keys that are accepted and have no effect here:
+    'dist_params', 'log_level', 'opencv_num_threads', 'mp_start_method', 'auto_scale_lr',
+    'gpu_ids', 'find_unused_parameters', 'cudnn_benchmark', 'gpu_id', 'filename')
+
+#: Keys of ``data`` that are not datasets.
+DATA_KEYS = ('samples_per_gpu', 'workers_per_gpu', 'train', 'val', 'test', 'train_dataloader',
+             'val_dataloader', 'test_dataloader', 'persistent_workers', 'pin_memory',
+             'prefetch_factor', 'drop_last', 'shuffle')
+
+
+def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Config:
+    """Read ``path``, apply ``cfg_options`` and check the result.
+
+    Raises:
+        ConfigError: a missing file or ``_base_``, a syntax error, a failing
+            ``custom_imports`` module, a bad ``--cfg-options`` key or a typo'd key.
+    """
+    if not osp.isfile(path):
+        raise ConfigError(f'config file {path} does not exist; check the path', filename=path)
+    try:
+        cfg = Config.fromfile(path)
+    except ImportError as e:
+        raise ConfigError(f'custom_imports failed: {e}. Check that the module is importable '
+                          '(on PYTHONPATH, or installed) and that importing it succeeds',
+                          key='custom_imports', filename=path) from e
+    except FileNotFoundError as e:
+        raise ConfigError(f'a _base_ file does not exist: {e}', key='_base_', filename=path) from e
+    except SyntaxError as e:
+        raise ConfigError(f'Python syntax error at line {e.lineno}: {e.msg}',
+                          filename=path if e.filename in (None, '<unknown>') else e.filename) from e
+    except Exception as e:  # mmengine raises bare Exception/KeyError for several cases
+        raise ConfigError(f'cannot read the config: {type(e).__name__}: {e}',
+                          filename=path) from e
+    if cfg_options:
+        apply_cfg_options(cfg, cfg_options, path)
+    check_config(cfg, path)
+    return cfg
+
+
+def apply_cfg_options(cfg: Config, options: Dict[str, Any], path: str) -> None:
+    """Merge ``--cfg-options`` into ``cfg`` (list indices allowed)."""
+    try:
+        cfg.merge_from_dict(options, allow_list_keys=True)
+    except (KeyError, IndexError, TypeError, AssertionError, ValueError) as e:
+        key = next(iter(options)) if len(options) == 1 else ', '.join(options)
+        raise ConfigError(f'--cfg-options could not be applied ({type(e).__name__}: {e}); '
+                          'use key=value with dotted keys and list indices, e.g. '
+                          'custom_hooks.0.priority=30', key=key, filename=path) from e
+
+
+def check_config(cfg: Config, path: Optional[str] = None) -> None:
+    """Report keys that look like typos of known keys, and unknown ``data`` keys."""
+    for key in cfg.keys():
+        if key in KNOWN_KEYS or key.startswith('_'):
+            continue
+        close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.8)
+        if close:
+            raise ConfigError(f"unknown top-level key '{key}'. Did you mean '{close[0]}'?",
+                              key=key, filename=path)
+    data = cfg.get('data')
+    if data is not None:
+        if not isinstance(data, dict):
+            raise ConfigError('data must be a dict(samples_per_gpu=..., train=...)', key='data',
+                              filename=path)
+        for key in data:
+            if key not in DATA_KEYS:
+                raise ConfigError(f"unknown key '{key}' in data.{did_you_mean(key, DATA_KEYS)} "
+                                  f"Known keys: {', '.join(DATA_KEYS)}.", key=f'data.{key}',
+                                  filename=path)
+
+
+def parse_cfg_options(items: List[str]) -> Dict[str, Any]:
+    """``['a.b=1', 'c=[1,2]']`` → ``{'a.b': 1, 'c': [1, 2]}`` (mmengine's value syntax)."""
+    options: Dict[str, Any] = {}
+    for item in items:
+        if '=' not in item:
+            raise ConfigError(f"--cfg-options item '{item}' is not key=value; "
+                              'write e.g. optimizer.lr=0.01')
+        key, value = item.split('=', 1)
+        if not key:
+            raise ConfigError(f"--cfg-options item '{item}' has an empty key")
+        options[key] = DictAction._parse_iterable(value)
+    return options

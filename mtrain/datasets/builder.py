@@ -1,0 +1,46 @@
+"""Data loaders from built datasets: per-process batch size, seeded order."""
+
+from typing import Any, Optional
+
+import torch
+from torch.utils.data import DataLoader
+
+from .samplers import DistributedSampler
+
+
+def build_dataloader(dataset: Any, samples_per_gpu: int, workers_per_gpu: int,
+                     shuffle: bool = True, seed: Optional[int] = None, drop_last: bool = False,
+                     pin_memory: Optional[bool] = None, persistent_workers: bool = True,
+                     prefetch_factor: Optional[int] = None, **kwargs) -> DataLoader:
+    """A ``DataLoader`` whose sampler gives this process its share of ``dataset``.
+
+    ``samples_per_gpu`` is the batch size of each process (as in mmcv 1.x), so
+    the global batch is ``samples_per_gpu * world_size``. The order depends on
+    ``seed`` and the epoch only (see :class:`DistributedSampler`).
+
+    Args:
+        dataset: a built dataset.
+        samples_per_gpu: batch size per process.
+        workers_per_gpu: loader worker processes per process (0: load inline).
+        shuffle: shuffle every epoch (train) or keep dataset order (val/test).
+        seed: the sampler seed (default 0).
+        drop_last: drop the last incomplete batch.
+        pin_memory: default: on when CUDA is available.
+        persistent_workers: keep workers alive between epochs (when workers > 0).
+        prefetch_factor: batches each worker loads ahead (when workers > 0).
+        **kwargs: any other ``DataLoader`` argument (e.g. ``collate_fn``).
+    """
+    for name, value in (('samples_per_gpu', samples_per_gpu), ('workers_per_gpu', workers_per_gpu)):
+        if not isinstance(value, int) or value < (1 if name == 'samples_per_gpu' else 0):
+            raise ValueError(f'data.{name} must be a {"positive" if name == "samples_per_gpu" else "non-negative"} '
+                             f'integer, got {value!r}')
+    sampler = DistributedSampler(dataset, shuffle=shuffle, seed=seed or 0, drop_last=drop_last)
+    if workers_per_gpu > 0:
+        kwargs.setdefault('persistent_workers', persistent_workers)
+        if prefetch_factor is not None:
+            kwargs['prefetch_factor'] = prefetch_factor
+    if pin_memory is None:
+        pin_memory = torch.cuda.is_available()
+    return DataLoader(dataset, batch_size=samples_per_gpu, sampler=sampler,
+                      num_workers=workers_per_gpu, pin_memory=pin_memory,
+                      drop_last=drop_last, **kwargs)

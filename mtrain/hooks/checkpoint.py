@@ -1,0 +1,82 @@
+"""Save checkpoints every N epochs or iterations, keeping the last K."""
+
+import os
+import os.path as osp
+from typing import Optional
+
+from ..registry import HOOKS
+from .hook import Hook
+
+
+@HOOKS.register_module()
+class CheckpointHook(Hook):
+    """Write ``epoch_N.pth`` / ``iter_N.pth`` and move ``latest.pth`` to it.
+
+    Config::
+
+        checkpoint_config = dict(interval=1)                         # every epoch
+        checkpoint_config = dict(interval=500, by_epoch=False, max_keep_ckpts=3)
+
+    Args:
+        interval: epochs (or iterations) between checkpoints; -1 saves only
+            the last one (when ``save_last``).
+        by_epoch: count epochs (else iterations, also under EpochBasedRunner,
+            where a mid-epoch checkpoint resumes mid-epoch).
+        save_optimizer: include the optimizer state.
+        out_dir: folder (default: the work dir).
+        max_keep_ckpts: keep this many newest files (-1: all). A file is only
+            removed after a newer one was written whole.
+        save_last: always save at the end of training.
+        filename_tmpl: e.g. ``'ckpt_{}.pth'`` (default epoch_{}/iter_{}).
+        create_symlink: move ``latest.pth`` to each new checkpoint.
+    """
+
+    priority = 'NORMAL'
+
+    def __init__(self, interval: int = -1, by_epoch: bool = True, save_optimizer: bool = True,
+                 out_dir: Optional[str] = None, max_keep_ckpts: int = -1,
+                 save_last: bool = True, filename_tmpl: Optional[str] = None,
+                 create_symlink: bool = True, sync_buffer: bool = False,
+                 file_client_args: Optional[dict] = None) -> None:
+        if not isinstance(interval, int) or interval == 0 or interval < -1:
+            raise ValueError(f'checkpoint interval must be a positive integer or -1 (only the '
+                             f'last), got {interval!r}')
+        self.interval = interval
+        self.by_epoch = by_epoch
+        self.save_optimizer = save_optimizer
+        self.out_dir = out_dir
+        self.max_keep_ckpts = max_keep_ckpts
+        self.save_last = save_last
+        self.filename_tmpl = filename_tmpl
+        self.create_symlink = create_symlink
+        # sync_buffer and file_client_args are mmcv 1.x options accepted for
+        # compatibility: buffers are synchronised by DDP, files are local.
+
+    def before_run(self, runner) -> None:
+        self.out_dir = self.out_dir or runner.work_dir
+
+    def after_train_epoch(self, runner) -> None:
+        if self.by_epoch and (self.every_n_epochs(runner, self.interval)
+                              or (self.save_last and self.is_last_epoch(runner))):
+            self._save(runner, runner.epoch + 1, self.filename_tmpl or 'epoch_{}.pth')
+
+    def after_train_iter(self, runner) -> None:
+        if not self.by_epoch and (self.every_n_iters(runner, self.interval)
+                                  or (self.save_last and self.is_last_iter(runner))):
+            self._save(runner, runner.iter + 1, self.filename_tmpl or 'iter_{}.pth')
+
+    def _save(self, runner, number: int, tmpl: str) -> None:
+        path = runner.save_checkpoint(self.out_dir, filename_tmpl=tmpl.format(number),
+                                      save_optimizer=self.save_optimizer,
+                                      create_symlink=self.create_symlink)
+        if path is None:  # not rank 0
+            return
+        runner.logger.info(f'Saved checkpoint {path}')
+        runner.meta.setdefault('hook_msgs', {})['last_ckpt'] = path
+        if self.max_keep_ckpts > 0:
+            step = self.interval if self.interval > 0 else 1
+            for old in range(number - self.max_keep_ckpts * step, 0, -step):
+                old_path = osp.join(self.out_dir, tmpl.format(old))
+                if not osp.exists(old_path):
+                    break
+                os.remove(old_path)

@@ -1,0 +1,144 @@
+"""The hook base class.
+
+A runner calls its hooks at fixed points, in priority order (lower first)::
+
+    before_run
+    for each epoch (or, in IterBasedRunner, once around all iterations):
+        before_train_epoch
+        for each batch:
+            before_train_iter
+            batch processor: forward, losses          -> runner.outputs
+            after_train_iter                          (OptimizerHook: backward, step)
+        after_train_epoch
+        (the same four points with ``val`` for a val workflow phase)
+    after_run
+
+``IterBasedRunner`` calls ``before_epoch`` once before its first iteration and
+``after_epoch`` after its last, as mmcv 1.x does.
+
+``before_train_epoch`` falls back to ``before_epoch`` and ``before_train_iter``
+to ``before_iter`` (likewise for ``after_*`` and ``val``), as in mmcv 1.x, so a
+hook that acts on both phases overrides one method.
+
+A hook only runs at the points it overrides: the runner asks
+:meth:`Hook.triggered_stages` once at registration and never calls a hook
+that has nothing to do, so an idle hook costs nothing per iteration.
+
+A hook with state worth keeping across a resume (a schedule position, the
+best metric so far, a buffer) returns it from :meth:`state_dict`; the runner
+stores it in the checkpoint under the hook's name and gives it back through
+:meth:`load_state_dict`.
+
+Hooks read these runner attributes: ``model``, ``optimizer``, ``data_loader``,
+``outputs``, ``epoch``, ``iter``, ``inner_iter``, ``num_updates``,
+``max_epochs``, ``max_iters``, ``log_buffer``, ``work_dir``, ``logger``,
+``rank``, ``world_size``, ``meta``.
+"""
+
+from typing import Any, Dict, List
+
+#: Every point a runner calls, in the order of a run.
+STAGES = (
+    'before_run', 'before_epoch', 'before_train_epoch', 'before_train_iter', 'after_train_iter',
+    'after_train_epoch', 'before_val_epoch', 'before_val_iter', 'after_val_iter',
+    'after_val_epoch', 'after_epoch', 'after_run')
+
+# Which generic method each stage falls back to (mmcv 1.x semantics).
+_FALLBACK = {
+    'before_train_epoch': 'before_epoch', 'after_train_epoch': 'after_epoch',
+    'before_val_epoch': 'before_epoch', 'after_val_epoch': 'after_epoch',
+    'before_train_iter': 'before_iter', 'after_train_iter': 'after_iter',
+    'before_val_iter': 'before_iter', 'after_val_iter': 'after_iter',
+}
+
+
+class Hook:
+    """Base class of all hooks; override the points you need."""
+
+    #: Default priority used when the config does not give one.
+    priority = 'NORMAL'
+
+    def before_run(self, runner) -> None:
+        pass
+
+    def after_run(self, runner) -> None:
+        pass
+
+    def before_epoch(self, runner) -> None:
+        pass
+
+    def after_epoch(self, runner) -> None:
+        pass
+
+    def before_iter(self, runner) -> None:
+        pass
+
+    def after_iter(self, runner) -> None:
+        pass
+
+    def before_train_epoch(self, runner) -> None:
+        self.before_epoch(runner)
+
+    def before_val_epoch(self, runner) -> None:
+        self.before_epoch(runner)
+
+    def after_train_epoch(self, runner) -> None:
+        self.after_epoch(runner)
+
+    def after_val_epoch(self, runner) -> None:
+        self.after_epoch(runner)
+
+    def before_train_iter(self, runner) -> None:
+        self.before_iter(runner)
+
+    def before_val_iter(self, runner) -> None:
+        self.before_iter(runner)
+
+    def after_train_iter(self, runner) -> None:
+        self.after_iter(runner)
+
+    def after_val_iter(self, runner) -> None:
+        self.after_iter(runner)
+
+    # -- state ------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        """State to store in a checkpoint; empty for a stateless hook."""
+        return {}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+    # -- helpers for hooks ------------------------------------------------
+    @staticmethod
+    def every_n_epochs(runner, n: int) -> bool:
+        return n > 0 and (runner.epoch + 1) % n == 0
+
+    @staticmethod
+    def every_n_inner_iters(runner, n: int) -> bool:
+        return n > 0 and (runner.inner_iter + 1) % n == 0
+
+    @staticmethod
+    def every_n_iters(runner, n: int) -> bool:
+        return n > 0 and (runner.iter + 1) % n == 0
+
+    @staticmethod
+    def end_of_epoch(runner) -> bool:
+        return runner.inner_iter + 1 == len(runner.data_loader)
+
+    @staticmethod
+    def is_last_epoch(runner) -> bool:
+        return runner.epoch + 1 == runner.max_epochs
+
+    @staticmethod
+    def is_last_iter(runner) -> bool:
+        return runner.iter + 1 == runner.max_iters
+
+    def triggered_stages(self) -> List[str]:
+        """The stages at which this hook does something (overrides a method)."""
+        cls = type(self)
+
+        def overridden(method: str) -> bool:
+            return getattr(cls, method, None) is not getattr(Hook, method, None)
+
+        return [s for s in STAGES
+                if overridden(s) or (s in _FALLBACK and overridden(_FALLBACK[s]))]

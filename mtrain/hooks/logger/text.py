@@ -1,0 +1,98 @@
+"""Readable log lines and an mmcv-format ``<timestamp>.log.json``.
+
+Each logged line is also one JSON object per line in
+``work_dir/<timestamp>.log.json`` (``mode``, ``epoch``, ``iter``, ``lr``,
+losses, ``time``, ``data_time``; metrics on ``val`` lines), the format
+mmcv 1.x's log-analysis scripts read. The first line holds the run's meta
+(config text, seed, environment).
+"""
+
+import datetime
+import json
+import os.path as osp
+from collections import OrderedDict
+from typing import Any, Dict
+
+from ...registry import HOOKS
+from .base import LoggerHook
+
+_NOT_SHOWN = ('mode', 'Epoch', 'iter', 'lr', 'time', 'data_time', 'memory', 'epoch')
+
+
+@HOOKS.register_module()
+class TextLoggerHook(LoggerHook):
+    """Log lines like ``Epoch [1][10/45]  lr: 1.000e-02, eta: 0:00:12, ... loss: 0.3``.
+
+    Config::
+
+        log_config = dict(interval=10, hooks=[dict(type='TextLoggerHook')])
+
+    Args:
+        interval, ignore_last, reset_flag, by_epoch: see :class:`LoggerHook`.
+        interval_exp_name: repeat the experiment name every this many lines.
+        out_dir: where the ``.log.json`` goes (default: the work dir).
+    """
+
+    def __init__(self, by_epoch: bool = True, interval: int = 10, ignore_last: bool = True,
+                 reset_flag: bool = False, interval_exp_name: int = 1000,
+                 out_dir: str = None) -> None:
+        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        self.time_sec_tot = 0.0
+        self.interval_exp_name = interval_exp_name
+        self.out_dir = out_dir
+        self.json_log_path = None
+
+    def before_run(self, runner) -> None:
+        super().before_run(runner)
+        self.start_iter = runner.iter
+        out_dir = self.out_dir or runner.work_dir
+        if out_dir is not None and runner.rank == 0:
+            self.json_log_path = osp.join(out_dir, f'{runner.timestamp}.log.json')
+            if runner.meta:
+                self._dump(runner.meta)
+
+    def log(self, runner) -> None:
+        line = self.log_dict(runner)
+        runner.logger.info(self._format(line, runner))
+        self._dump(line)
+
+    def _format(self, line: Dict[str, Any], runner) -> str:
+        if line['mode'] == 'train':
+            if self.by_epoch:
+                text = f'Epoch [{line["epoch"]}][{line["iter"]}/{len(runner.data_loader)}]\t'
+            else:
+                text = f'Iter [{line["iter"]}/{runner.max_iters}]\t'
+            if 'lr' in line:
+                text += f'lr: {line["lr"]:.3e}, '
+            if 'time' in line:
+                text += self._timing(line, runner)
+        else:
+            text = (f'Epoch({line["mode"]}) [{line["epoch"]}][{line["iter"]}]\t'
+                    if self.by_epoch else f'Iter({line["mode"]}) [{line["iter"]}]\t')
+        items = [f'{name}: {val:.4f}' if isinstance(val, float) else f'{name}: {val}'
+                 for name, val in line.items() if name not in _NOT_SHOWN]
+        return text + ', '.join(items)
+
+    def _timing(self, line: Dict[str, Any], runner) -> str:
+        self.time_sec_tot += line['time'] * self.interval
+        time_sec_avg = self.time_sec_tot / (runner.iter - self.start_iter + 1)
+        eta = datetime.timedelta(seconds=int(time_sec_avg * (runner.max_iters - runner.iter - 1)))
+        text = f'eta: {eta}, time: {line["time"]:.3f}, data_time: {line["data_time"]:.3f}, '
+        if 'memory' in line:
+            text += f'memory: {line["memory"]}, '
+        return text
+
+    def _dump(self, record: Dict[str, Any]) -> None:
+        if self.json_log_path is None:
+            return
+        rounded = OrderedDict((k, _round(v)) for k, v in record.items())
+        with open(self.json_log_path, 'a+') as f:
+            f.write(json.dumps(rounded, default=str) + '\n')
+
+
+def _round(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 5)
+    if isinstance(value, (list, tuple)):
+        return [_round(v) for v in value]
+    return value

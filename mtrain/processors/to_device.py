@@ -1,0 +1,37 @@
+"""Moving nested batches to a device and counting their samples."""
+
+from typing import Any
+
+import torch
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    """Move every tensor in a nested dict/list/tuple to ``device`` (non-blocking)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, '_fields'):  # namedtuple
+        return type(batch)(*(to_device(v, device) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(v, device) for v in batch)
+    return batch
+
+
+def batch_size(batch: Any) -> int:
+    """The leading dimension of the first tensor found in ``batch`` (1 if none)."""
+    n = _leading_dim(batch)
+    return 1 if n is None else n
+
+
+def _leading_dim(batch: Any):
+    if isinstance(batch, torch.Tensor):
+        return batch.shape[0] if batch.dim() else 1
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, (list, tuple)):
+        for item in batch:
+            n = _leading_dim(item)
+            if n is not None:
+                return n
+    return None

@@ -1,0 +1,123 @@
+"""Every registry of mtrain, declared in one leaf module.
+
+Each registry is an :class:`mmengine.registry.Registry` in scope ``mtrain`` and,
+where mmengine has a root registry of the same kind, its child, so that
+OpenMMLab modules registered there can be named from an mtrain config too.
+``locations`` makes a registry import the package that fills it the first
+time it is searched, so ``import mtrain`` itself stays cheap.
+
+Build from a config with :func:`build`, which names the config key path and
+the closest registered names when a ``type`` is unknown::
+
+    model = build(cfg.model, MODELS, key='model')
+"""
+
+import inspect
+from typing import Any, Dict, Optional
+
+from mmengine.registry import DATASETS as MME_DATASETS
+from mmengine.registry import HOOKS as MME_HOOKS
+from mmengine.registry import MODEL_WRAPPERS as MME_MODEL_WRAPPERS
+from mmengine.registry import MODELS as MME_MODELS
+from mmengine.registry import OPTIMIZERS as MME_OPTIMIZERS
+from mmengine.registry import RUNNERS as MME_RUNNERS
+from mmengine.registry import TRANSFORMS as MME_TRANSFORMS
+from mmengine.registry import Registry
+
+from .utils.errors import ConfigError, did_you_mean
+
+
+def _registry(name: str, parent: Optional[Registry], package: str) -> Registry:
+    return Registry(name, parent=parent, scope='mtrain', locations=[package])
+
+
+MODELS = _registry('model', MME_MODELS, 'mtrain.models')
+DATASETS = _registry('dataset', MME_DATASETS, 'mtrain.datasets')
+TRANSFORMS = _registry('transform', MME_TRANSFORMS, 'mtrain.datasets')
+OPTIMIZERS = _registry('optimizer', MME_OPTIMIZERS, 'mtrain.optim')
+OPTIMIZER_CONSTRUCTORS = _registry('optimizer constructor', None, 'mtrain.optim')
+HOOKS = _registry('hook', MME_HOOKS, 'mtrain.hooks')
+BATCH_PROCESSORS = _registry('batch processor', None, 'mtrain.processors')
+RUNNERS = _registry('runner', MME_RUNNERS, 'mtrain.runner')
+MODEL_WRAPPERS = _registry('model wrapper', MME_MODEL_WRAPPERS, 'mtrain.parallel')
+
+
+def registered_names(registry: Registry) -> list:
+    """Names known to ``registry`` and its parents (what a config may name)."""
+    registry.import_from_location()
+    names = []
+    while registry is not None:
+        names.extend(registry.module_dict)
+        registry = registry.parent
+    return names
+
+
+def lookup(type_name: str, registry: Registry, key: str) -> type:
+    """The class registered as ``type_name``, or a :class:`ConfigError`."""
+    registry.import_from_location()
+    obj_cls = registry.get(type_name)
+    if obj_cls is None:
+        raise ConfigError(
+            f"'{type_name}' is not a registered {registry.name} in mtrain's "
+            f"{registry.name.upper().replace(' ', '_')} registry."
+            f'{did_you_mean(type_name, registered_names(registry))} If it is your own '
+            "class, register it with @<REGISTRY>.register_module() and load its module "
+            "with custom_imports=dict(imports=['your.module']).", key=f'{key}.type')
+    return obj_cls
+
+
+def build(cfg: Dict[str, Any], registry: Registry, key: str,
+          default_args: Optional[Dict[str, Any]] = None) -> Any:
+    """Build ``cfg['type']`` from ``registry`` with the other keys as arguments.
+
+    Args:
+        cfg: a dict with a ``type`` (a registered name or a class).
+        registry: where to look the type up.
+        key: the config key path of ``cfg``, used in error messages.
+        default_args: arguments used where ``cfg`` does not give them.
+
+    Raises:
+        ConfigError: unknown type, a keyword the class does not accept, or a
+            value the class rejects; the message names ``key``.
+    """
+    if not isinstance(cfg, dict):
+        raise ConfigError(f'expected a dict with a `type`, got {type(cfg).__name__}: {cfg!r}',
+                          key=key)
+    args = dict(cfg)
+    if 'type' not in args:
+        raise ConfigError(f'this dict has no `type`; add one, e.g. type=... (keys: {sorted(args)})',
+                          key=key)
+    obj_type = args.pop('type')
+    for name, value in (default_args or {}).items():
+        args.setdefault(name, value)
+    obj_cls = lookup(obj_type, registry, key) if isinstance(obj_type, str) else obj_type
+    if not callable(obj_cls):
+        raise ConfigError(f'`type` must be a registered name or a class, got {obj_type!r}',
+                          key=f'{key}.type')
+    _check_keywords(obj_cls, args, key)
+    try:
+        return obj_cls(**args)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, KeyError, AssertionError) as e:
+        name = getattr(obj_cls, '__name__', str(obj_cls))
+        raise ConfigError(f'building {name} failed: {type(e).__name__}: {e}', key=key) from e
+
+
+def _check_keywords(obj_cls: Any, args: Dict[str, Any], key: str) -> None:
+    """Reject keywords the class does not accept, naming the closest accepted one."""
+    try:
+        params = inspect.signature(obj_cls).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [n for n, p in params.items()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for name in args:
+        if name not in accepted:
+            cls_name = getattr(obj_cls, '__name__', str(obj_cls))
+            raise ConfigError(
+                f"{cls_name} does not accept the argument '{name}'."
+                f'{did_you_mean(name, accepted)} Accepted: {", ".join(accepted)}.',
+                key=f'{key}.{name}')

@@ -1,0 +1,15 @@
+"""Runners (the loops), checkpoint files, and the config → runner builder."""
+
+from .base_runner import BaseRunner
+from .checkpoint import (CheckpointError, find_latest_valid, load_checkpoint_file,
+                         save_checkpoint_file)
+from .epoch_based_runner import EpochBasedRunner
+from .iter_based_runner import IterBasedRunner
+from .iter_loader import IterLoader
+from .log_buffer import LogBuffer
+
+__all__ = [
+    'BaseRunner', 'CheckpointError', 'EpochBasedRunner', 'IterBasedRunner', 'IterLoader',
+    'LogBuffer', 'find_latest_valid',
+    'load_checkpoint_file', 'save_checkpoint_file'
+]

@@ -1,0 +1,303 @@
+"""What every runner shares: hooks, counters, checkpoints; no loop of its own.
+
+The base runner knows nothing of configs: it takes a built (wrapped) model,
+optimizer and batch processor. ``EpochBasedRunner`` and ``IterBasedRunner``
+add the loop. Use it from Python as in mmcv 1.x::
+
+    runner = EpochBasedRunner(model, optimizer=opt, work_dir='work_dirs/x',
+                              max_epochs=3)
+    runner.register_training_hooks(lr_config=dict(policy='step', step=[2]),
+                                   optimizer_config=dict(grad_clip=None),
+                                   log_config=dict(interval=10))
+    runner.run([train_loader], [('train', 1)])
+"""
+
+import math
+import os
+import os.path as osp
+import time
+from typing import Any, Dict, List, Optional, Union
+
+import torch
+from torch import nn
+
+from ..hooks.hook import STAGES, Hook
+from ..hooks.optimizer import OptimizerHook
+from ..parallel import ModelWrapper
+from ..processors import BasicBatchProcessor
+from .. import __version__
+from ..utils import Priority, get_dist_info, get_logger, get_priority
+from .checkpoint import (CheckpointError, load_checkpoint_file, save_checkpoint_file,
+                         update_latest_link, weights_to_cpu)
+from .log_buffer import LogBuffer
+from .rng import get_rng_state, set_rng_state
+from .training_hooks import build_training_hooks
+
+
+class BaseRunner:
+    """Holds the run's state and calls hooks; subclasses implement ``run``.
+
+    Args:
+        model: the model; a plain ``nn.Module`` is wrapped in ``ModelWrapper``.
+        optimizer: a torch optimizer (None for evaluation-only runners).
+        batch_processor: what a step does with a batch (default
+            ``BasicBatchProcessor``).
+        work_dir: where checkpoints and logs go (created on rank 0).
+        logger: a ``logging.Logger`` (default: the ``mtrain`` logger).
+        meta: extra information stored in checkpoints (config text, seed...).
+        max_epochs / max_iters: the run's length (give one).
+    """
+
+    default_ckpt_tmpl = 'epoch_{}.pth'
+
+    def __init__(self, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
+                 batch_processor: Any = None, work_dir: Optional[str] = None,
+                 logger=None, meta: Optional[Dict[str, Any]] = None,
+                 max_epochs: Optional[int] = None, max_iters: Optional[int] = None) -> None:
+        if max_epochs is not None and max_iters is not None:
+            raise ValueError('give the runner max_epochs or max_iters, not both')
+        for name, value in (('max_epochs', max_epochs), ('max_iters', max_iters)):
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ValueError(f'runner {name} must be a positive integer, got {value!r}')
+        self.model = model if hasattr(model, 'train_step') else ModelWrapper(model)
+        self.optimizer = optimizer
+        self.batch_processor = batch_processor or BasicBatchProcessor()
+        self.rank, self.world_size = get_dist_info()
+        self.work_dir = osp.abspath(work_dir) if work_dir else None
+        if self.work_dir and self.rank == 0:
+            os.makedirs(self.work_dir, exist_ok=True)
+        self.logger = logger or get_logger()
+        self.meta = dict(meta or {})
+        self.timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
+        self.device = _model_device(self.model)
+        self.mode: Optional[str] = None
+        self.data_loader = None
+        self.data_batch = None
+        self.outputs: Dict[str, Any] = {}
+        self.log_buffer = LogBuffer()
+        self.optimizer_hook: Optional[OptimizerHook] = None
+        self.should_stop = False  # set by a hook (early stopping) to end the run cleanly
+        # How logged sums are combined over ranks at a log interval (None: one process).
+        self.reduce_log_values = None
+        self._hooks: List[Hook] = []
+        self._stage_hooks: Dict[str, List[Hook]] = {s: [] for s in STAGES}
+        self._epoch = 0
+        self._iter = 0
+        self._inner_iter = 0
+        self._start_inner_iter = 0  # where the next epoch starts (non-zero after a resume)
+        self.num_updates = 0  # the one counter of optimizer updates
+        self._max_epochs = max_epochs
+        self._max_iters = max_iters
+
+    # -- read-only state ---------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        return type(self.model.module).__name__
+
+    @property
+    def hooks(self) -> List[Hook]:
+        return self._hooks
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def iter(self) -> int:
+        return self._iter
+
+    @property
+    def inner_iter(self) -> int:
+        return self._inner_iter
+
+    @property
+    def max_epochs(self) -> Optional[int]:
+        return self._max_epochs
+
+    @property
+    def max_iters(self) -> Optional[int]:
+        return self._max_iters
+
+    @property
+    def cumulative_iters(self) -> int:
+        return getattr(self.optimizer_hook, 'cumulative_iters', 1)
+
+    @property
+    def max_updates(self) -> int:
+        """Optimizer updates in the whole run (the last accumulation window may be short)."""
+        return math.ceil(self.max_iters / self.cumulative_iters)
+
+    @property
+    def updates_per_epoch(self) -> float:
+        return len(self.data_loader) / self.cumulative_iters
+
+    # -- hooks -------------------------------------------------------------
+    def register_hook(self, hook: Hook, priority: Union[int, str, None] = None) -> None:
+        """Add ``hook``; equal priorities keep registration order (as mmcv)."""
+        if not isinstance(hook, Hook):
+            raise TypeError(f'{type(hook).__name__} is not an mtrain Hook')
+        hook.priority = get_priority(hook.priority if priority is None else priority)
+        index = len(self._hooks)
+        while index > 0 and self._hooks[index - 1].priority > hook.priority:
+            index -= 1
+        self._hooks.insert(index, hook)
+        if isinstance(hook, OptimizerHook):
+            self.optimizer_hook = hook
+        self._stage_hooks = {s: [h for h in self._hooks if s in h.triggered_stages()]
+                             for s in STAGES}
+
+    def register_training_hooks(self, lr_config=None, optimizer_config=None,
+                                checkpoint_config=None, log_config=None,
+                                momentum_config=None, timer_config=dict(type='IterTimerHook'),
+                                custom_hooks_config=None) -> None:
+        """Register the standard hooks from their config dicts (mmcv 1.x order)."""
+        for hook, priority in build_training_hooks(
+                lr_config=lr_config, optimizer_config=optimizer_config,
+                checkpoint_config=checkpoint_config, log_config=log_config,
+                momentum_config=momentum_config, timer_config=timer_config,
+                custom_hooks_config=custom_hooks_config):
+            self.register_hook(hook, priority)
+
+    def call_hook(self, stage: str) -> None:
+        """Call every hook that acts at ``stage``, in priority order."""
+        for hook in self._stage_hooks[stage]:
+            getattr(hook, stage)(self)
+
+    def get_hook_info(self) -> str:
+        """A table of which hooks run at which stage, for the log."""
+        lines = []
+        for stage in STAGES:
+            names = [f'({_priority_name(h.priority):<12}) {type(h).__name__}'
+                     for h in self._stage_hooks[stage]]
+            if names:
+                lines.append(f'{stage}:\n' + '\n'.join(names) + '\n' + '-' * 40)
+        return '\n'.join(lines)
+
+    def current_lr(self) -> List[float]:
+        if self.optimizer is None:
+            raise RuntimeError('lr is not applicable because the runner has no optimizer')
+        return [group['lr'] for group in self.optimizer.param_groups]
+
+    def current_momentum(self) -> List[float]:
+        if self.optimizer is None:
+            raise RuntimeError('momentum is not applicable because the runner has no optimizer')
+        return [g['momentum'] if 'momentum' in g else g.get('betas', (0, ))[0]
+                for g in self.optimizer.param_groups]
+
+    # -- the steps shared by all loops ---------------------------------------
+    def run_iter(self, data_batch: Any, train_mode: bool) -> None:
+        """Run the batch processor and queue its logged values (no host sync)."""
+        outputs = self.batch_processor(self, data_batch, train_mode)
+        if 'log_vars' in outputs:
+            self.log_buffer.update(outputs['log_vars'], outputs['num_samples'])
+        self.outputs = outputs
+
+    # -- checkpoints ---------------------------------------------------------
+    def _progress(self) -> Dict[str, int]:
+        """Where a resumed run continues (set by the loops as iterations finish)."""
+        return dict(getattr(self, '_resume_point',
+                            dict(epoch=self._epoch, inner_iter=0, iter=self._iter)))
+
+    def state_dict(self, save_optimizer: bool = True) -> Dict[str, Any]:
+        """Everything the rest of the run depends on, as a checkpoint dict."""
+        progress = self._progress()
+        hook_states = {name: state for name, state in self._named_hook_states()}
+        ckpt = {
+            'meta': dict(self.meta, epoch=progress['epoch'], iter=progress['iter'],
+                         time=time.asctime(), mtrain_version=__version__),
+            'state_dict': weights_to_cpu(self.model.module.state_dict()),
+            'progress': dict(progress, num_updates=self.num_updates),
+            'hooks': hook_states,
+            'log_buffer': self.log_buffer.state_dict(),
+            'rng': get_rng_state(),
+        }
+        if save_optimizer and self.optimizer is not None:
+            ckpt['optimizer'] = self.optimizer.state_dict()
+        return ckpt
+
+    def _named_hook_states(self):
+        for key, hook in self._named_hooks():
+            state = hook.state_dict()
+            if state:
+                yield key, state
+
+    def save_checkpoint(self, out_dir: str, filename_tmpl: Optional[str] = None,
+                        save_optimizer: bool = True, meta: Optional[Dict] = None,
+                        create_symlink: bool = True) -> Optional[str]:
+        """Write a checkpoint (rank 0 only) and move ``latest.pth`` to it.
+
+        ``filename_tmpl`` is formatted with the number of finished epochs
+        (``epoch_{}.pth``) or iterations (a template containing ``iter``).
+        """
+        if self.rank != 0:
+            return None
+        tmpl = filename_tmpl or self.default_ckpt_tmpl
+        progress = self._progress()
+        number = progress['iter'] if tmpl.startswith('iter') else progress['epoch']
+        path = osp.join(out_dir, tmpl.format(number))
+        ckpt = self.state_dict(save_optimizer)
+        if meta:
+            ckpt['meta'].update(meta)
+        save_checkpoint_file(ckpt, path)
+        if create_symlink:
+            update_latest_link(path, osp.join(out_dir, 'latest.pth'))
+        return path
+
+    def load_checkpoint(self, filename: str, map_location: Any = 'cpu', strict: bool = False,
+                        trusted: bool = False) -> Dict[str, Any]:
+        """Load model weights only (``load_from``); returns the checkpoint."""
+        ckpt = load_checkpoint_file(filename, map_location, trusted)
+        state = ckpt.get('state_dict', ckpt)
+        state = {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
+        result = self.model.module.load_state_dict(state, strict=strict)
+        if result.missing_keys or result.unexpected_keys:
+            self.logger.warning(f'load_from {filename}: missing keys {result.missing_keys}, '
+                                f'unexpected keys {result.unexpected_keys}')
+        self.logger.info(f'load checkpoint from {filename}')
+        return ckpt
+
+    def resume(self, checkpoint: str, resume_optimizer: bool = True,
+               map_location: Any = 'cpu', trusted: bool = False) -> None:
+        """Continue a run exactly where ``checkpoint`` left it."""
+        ckpt = self.load_checkpoint(checkpoint, map_location, strict=True, trusted=trusted)
+        if 'progress' not in ckpt:
+            raise CheckpointError(f'{checkpoint} has no run progress (was it written by '
+                                  'mtrain?); use --load-from to start from its weights')
+        progress = ckpt['progress']
+        self._epoch, self._iter = progress['epoch'], progress['iter']
+        self._start_inner_iter = progress['inner_iter']
+        self._resume_point = {k: progress[k] for k in ('epoch', 'inner_iter', 'iter')}
+        self.num_updates = progress['num_updates']
+        if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
+            self.optimizer.load_state_dict(ckpt['optimizer'])
+        states = dict(self._named_hooks())
+        for key, state in ckpt.get('hooks', {}).items():
+            if key in states:
+                states[key].load_state_dict(state)
+            else:
+                self.logger.warning(f'checkpoint has state for hook {key}, which this run '
+                                    'does not have; it is ignored')
+        self.log_buffer.load_state_dict(ckpt.get('log_buffer', {}))
+        if 'rng' in ckpt:
+            set_rng_state(ckpt['rng'])
+        self.logger.info(f'resumed from {checkpoint}: epoch {self._epoch}, '
+                         f'iter {self._iter}, update {self.num_updates}')
+
+    def _named_hooks(self):
+        """``(key, hook)`` pairs; a second hook of the same class is ``Name#2``."""
+        seen: Dict[str, int] = {}
+        for hook in self._hooks:
+            name = type(hook).__name__
+            seen[name] = seen.get(name, 0) + 1
+            yield (name if seen[name] == 1 else f'{name}#{seen[name]}'), hook
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    for tensor in model.parameters():
+        return tensor.device
+    return torch.device('cpu')
+
+
+def _priority_name(value: int) -> str:
+    names = {p.value: p.name for p in Priority}
+    return names.get(value, str(value))

@@ -1,0 +1,108 @@
+"""The epoch loop: ``runner=dict(type='EpochBasedRunner', max_epochs=N)``."""
+
+import itertools
+from typing import Any, List, Sequence, Tuple
+
+import torch
+
+from ..registry import RUNNERS
+from .base_runner import BaseRunner
+
+
+@RUNNERS.register_module()
+class EpochBasedRunner(BaseRunner):
+    """Run whole epochs of each workflow phase until ``max_epochs``.
+
+    ``workflow=[('train', 1)]`` trains; ``[('train', 2), ('val', 1)]`` adds a
+    val phase (eval mode, no grad, losses logged) every two epochs.
+    """
+
+    default_ckpt_tmpl = 'epoch_{}.pth'
+
+    def run(self, data_loaders: Sequence[Any], workflow: List[Tuple[str, int]],
+            max_epochs: int = None) -> None:
+        if max_epochs is not None:
+            self._max_epochs = max_epochs
+        if self._max_epochs is None:
+            raise ValueError('EpochBasedRunner needs max_epochs (runner=dict(max_epochs=N))')
+        _check_workflow(workflow, data_loaders, self)
+        for (mode, _), loader in zip(workflow, data_loaders):
+            if mode == 'train':
+                self._max_iters = self._max_epochs * len(loader)
+                break
+        self.logger.info(f'Start running, work_dir: {self.work_dir}, workflow: {workflow}, '
+                         f'max: {self._max_epochs} epochs')
+        self.call_hook('before_run')
+        try:
+            while self._epoch < self._max_epochs and not self.should_stop:
+                for (mode, epochs), loader in zip(workflow, data_loaders):
+                    for _ in range(epochs):
+                        if mode == 'train' and (self._epoch >= self._max_epochs
+                                                or self.should_stop):
+                            break
+                        getattr(self, mode)(loader)
+        finally:
+            self.call_hook('after_run')
+
+    def train(self, data_loader: Any) -> None:
+        self.model.train()
+        self.mode = 'train'
+        self.data_loader = data_loader
+        self.call_hook('before_train_epoch')
+        start, self._start_inner_iter = self._start_inner_iter, 0
+        for i, batch in enumerate(_skip_batches(data_loader, start), start):
+            self._inner_iter = i
+            self.data_batch = batch
+            self.call_hook('before_train_iter')
+            self.run_iter(batch, train_mode=True)
+            self._resume_point = dict(epoch=self._epoch, inner_iter=i + 1, iter=self._iter + 1)
+            self.call_hook('after_train_iter')
+            self._iter += 1
+            self.data_batch = None
+            if self.should_stop and i + 1 < len(data_loader):
+                return  # stopped mid-epoch (preemption): no epoch-end hooks
+        self._resume_point = dict(epoch=self._epoch + 1, inner_iter=0, iter=self._iter)
+        self.call_hook('after_train_epoch')
+        self._epoch += 1
+
+    @torch.no_grad()
+    def val(self, data_loader: Any) -> None:
+        self.model.eval()
+        self.mode = 'val'
+        self.data_loader = data_loader
+        self.call_hook('before_val_epoch')
+        for i, batch in enumerate(data_loader):
+            self._inner_iter = i
+            self.data_batch = batch
+            self.call_hook('before_val_iter')
+            self.run_iter(batch, train_mode=False)
+            self.call_hook('after_val_iter')
+            self.data_batch = None
+        self.call_hook('after_val_epoch')
+
+
+def _skip_batches(data_loader: Any, start: int):
+    """The loader from batch ``start`` on, in the order the full epoch would have.
+
+    mtrain's samplers skip the samples themselves (no data is loaded for the
+    skipped batches); any other loader is read and the batches dropped.
+    """
+    if start == 0:
+        return data_loader
+    sampler = getattr(data_loader, 'sampler', None)
+    if hasattr(sampler, 'set_start_index') and data_loader.batch_size is not None:
+        sampler.set_start_index(start * data_loader.batch_size)
+        return data_loader
+    return itertools.islice(data_loader, start, None)
+
+
+def _check_workflow(workflow, data_loaders, runner) -> None:
+    if len(workflow) != len(data_loaders):
+        raise ValueError(f'workflow {workflow} has {len(workflow)} phases but '
+                         f'{len(data_loaders)} data loaders were given')
+    for mode, count in workflow:
+        if mode not in ('train', 'val') or not hasattr(runner, mode):
+            raise ValueError(f"workflow phase '{mode}' is unknown; use 'train' or 'val'")
+        if not isinstance(count, int) or count <= 0:
+            raise ValueError(f'workflow phase {(mode, count)} must repeat a positive integer '
+                             'number of times')

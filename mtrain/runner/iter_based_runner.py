@@ -1,0 +1,79 @@
+"""The iteration loop: ``runner=dict(type='IterBasedRunner', max_iters=N)``."""
+
+from typing import Any, List, Sequence, Tuple
+
+import torch
+
+from ..registry import RUNNERS
+from .base_runner import BaseRunner
+from .epoch_based_runner import _check_workflow
+from .iter_loader import IterLoader
+
+
+@RUNNERS.register_module()
+class IterBasedRunner(BaseRunner):
+    """Run ``max_iters`` iterations, cycling the loaders endlessly.
+
+    ``runner.epoch`` is the number of completed passes over the train loader.
+    As in mmcv 1.x, ``before_epoch``/``after_epoch`` are called once around
+    the whole run and the ``*_train_epoch`` points are not called; mtrain's LR
+    and momentum hooks follow ``runner.epoch`` themselves, so ``by_epoch=True``
+    schedules work here too.
+    """
+
+    default_ckpt_tmpl = 'iter_{}.pth'
+
+    def run(self, data_loaders: Sequence[Any], workflow: List[Tuple[str, int]],
+            max_iters: int = None) -> None:
+        if max_iters is not None:
+            self._max_iters = max_iters
+        if self._max_iters is None:
+            raise ValueError('IterBasedRunner needs max_iters (runner=dict(max_iters=N))')
+        _check_workflow(workflow, data_loaders, self)
+        self.logger.info(f'Start running, work_dir: {self.work_dir}, workflow: {workflow}, '
+                         f'max: {self._max_iters} iters')
+        self.call_hook('before_run')
+        loaders = [IterLoader(loader, self._epoch, self._start_inner_iter if mode == 'train' else 0)
+                   for (mode, _), loader in zip(workflow, data_loaders)]
+        self._start_inner_iter = 0
+        try:
+            self.call_hook('before_epoch')
+            while self._iter < self._max_iters and not self.should_stop:
+                for (mode, iters), loader in zip(workflow, loaders):
+                    self._inner_iter = 0
+                    for _ in range(iters):
+                        if mode == 'train' and (self._iter >= self._max_iters or self.should_stop):
+                            break
+                        getattr(self, mode)(loader)
+            self.call_hook('after_epoch')
+        finally:
+            self.call_hook('after_run')
+
+    def train(self, data_loader: IterLoader) -> None:
+        self.model.train()
+        self.mode = 'train'
+        self.data_loader = data_loader
+        batch = next(data_loader)
+        self._epoch = data_loader.epoch
+        self.data_batch = batch
+        self.call_hook('before_train_iter')
+        self.run_iter(batch, train_mode=True)
+        self._resume_point = dict(epoch=data_loader.epoch, inner_iter=data_loader.consumed,
+                                  iter=self._iter + 1)
+        self.call_hook('after_train_iter')
+        self.data_batch = None
+        self._inner_iter += 1
+        self._iter += 1
+
+    @torch.no_grad()
+    def val(self, data_loader: IterLoader) -> None:
+        self.model.eval()
+        self.mode = 'val'
+        self.data_loader = data_loader
+        batch = next(data_loader)
+        self.data_batch = batch
+        self.call_hook('before_val_iter')
+        self.run_iter(batch, train_mode=False)
+        self.call_hook('after_val_iter')
+        self.data_batch = None
+        self._inner_iter += 1

@@ -1,0 +1,85 @@
+"""Shared toy fixtures: a tiny model, a real in-memory loader, a runner factory."""
+
+import logging
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from mtrain.datasets import build_dataloader
+from mtrain.evaluation import evaluate_classification
+from mtrain.runner import EpochBasedRunner, IterBasedRunner
+
+
+class ToyDataset(Dataset):
+    """64 samples of 4 features, 3 linearly separable classes (fixed seed)."""
+
+    def __init__(self, n: int = 64, seed: int = 0) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.x = torch.randn(n, 4, generator=g)
+        self.y = (self.x[:, 0] > 0).long() + (self.x[:, 1] > 0.5).long()
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return {'img': self.x[i], 'gt_label': self.y[i]}
+
+    def evaluate(self, results, metric='accuracy', logger=None):
+        return evaluate_classification(results, self.y, metric)
+
+
+class ToyModel(nn.Module):
+    """Linear → ReLU → Linear following the model contract."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 3)
+
+    def forward(self, img, gt_label=None):
+        logits = self.fc2(torch.relu(self.fc1(img)))
+        if self.training:
+            return {'loss_cls': nn.functional.cross_entropy(logits, gt_label),
+                    'acc': (logits.argmax(1) == gt_label).float().mean()}
+        return logits.softmax(1)
+
+
+@pytest.fixture
+def toy_dataset():
+    return ToyDataset()
+
+
+@pytest.fixture
+def toy_model():
+    return ToyModel()
+
+
+@pytest.fixture
+def toy_loader(toy_dataset):
+    return build_dataloader(toy_dataset, samples_per_gpu=8, workers_per_gpu=0, shuffle=True,
+                            seed=0)
+
+
+@pytest.fixture
+def logger():
+    log = logging.getLogger('mtrain.test')
+    log.setLevel(logging.INFO)
+    return log
+
+
+@pytest.fixture
+def make_runner(tmp_path, logger):
+    """``make_runner(model, by_epoch=True, max=2, lr=0.1)`` → a runner with an SGD optimizer."""
+
+    def factory(model=None, by_epoch=True, max_len=2, lr=0.1, momentum=0.0, **kwargs):
+        model = model or ToyModel()
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+        cls = EpochBasedRunner if by_epoch else IterBasedRunner
+        length = dict(max_epochs=max_len) if by_epoch else dict(max_iters=max_len)
+        return cls(model, optimizer=optimizer, work_dir=str(tmp_path), logger=logger,
+                   **length, **kwargs)
+
+    return factory
