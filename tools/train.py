@@ -4,11 +4,13 @@ import argparse
 import os
 import os.path as osp
 import random
+import signal
 import sys
 import time
 
 from mtrain.config import load_config, parse_cfg_options
-from mtrain.runner import CheckpointError, build_runner
+from mtrain.hooks import NonFiniteLossError
+from mtrain.runner import CheckpointError, Preempted, build_runner
 from mtrain.utils import ConfigError, get_logger, set_random_seed
 
 
@@ -56,6 +58,7 @@ def train(args: argparse.Namespace) -> None:
                                              validate=not args.no_validate,
                                              trust_checkpoint=args.trust_checkpoint)
     runner.timestamp = timestamp
+    runner.stop_on_signals()
     runner.run(loaders, workflow)
 
 
@@ -83,6 +86,12 @@ def main(argv=None) -> int:
             raise
         print(f'error: {e}\n(run with --debug for the traceback)', file=sys.stderr)
         return 2
+    except NonFiniteLossError as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 1
+    except Preempted as e:
+        print(str(e).replace('CONFIG', args.config), file=sys.stderr)
+        return 128 + signal.Signals[e.signal_name].value
     return 0
 
 

@@ -35,6 +35,11 @@ def build_dataloader(dataset: Any, samples_per_gpu: int, workers_per_gpu: int,
             raise ValueError(f'data.{name} must be a {"positive" if name == "samples_per_gpu" else "non-negative"} '
                              f'integer, got {value!r}')
     sampler = DistributedSampler(dataset, shuffle=shuffle, seed=seed or 0, drop_last=drop_last)
+    # A generator of the loader's own: otherwise every new epoch iterator draws
+    # its worker base seed from the global torch RNG, and a run resumed
+    # mid-epoch would continue with a shifted RNG stream (different dropout).
+    sampler.loader_generator = kwargs.setdefault('generator', torch.Generator())
+    sampler.set_epoch(0)
     if workers_per_gpu > 0:
         kwargs.setdefault('persistent_workers', persistent_workers)
         if prefetch_factor is not None:

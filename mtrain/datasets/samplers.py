@@ -2,6 +2,7 @@
 
 from typing import Iterator, Optional
 
+import torch
 import torch.utils.data
 
 from ..utils import get_dist_info
@@ -25,6 +26,15 @@ class DistributedSampler(torch.utils.data.DistributedSampler):
                          rank=default_rank if rank is None else rank, shuffle=shuffle,
                          seed=seed, drop_last=drop_last)
         self._start = 0
+        # The loader's own generator (worker seeds) follows the epoch too, so the
+        # global RNG is never consumed by starting an epoch (see build_dataloader).
+        self.loader_generator: Optional[torch.Generator] = None
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        super().set_epoch(epoch)
+        if self.loader_generator is not None:
+            self.loader_generator.manual_seed(self.seed + epoch)
 
     def set_start_index(self, start: int) -> None:
         """Skip the first ``start`` indices of the next pass only."""

@@ -93,6 +93,8 @@ class EvalHook(Hook):
         results = broadcast_object(results)
         runner.log_buffer.output.update(results)
         runner.log_buffer.ready = True
+        runner.eval_results = results
+        runner.call_hook('after_evaluation')
         if self.save_best:
             self._keep_best(runner, results)
         return results

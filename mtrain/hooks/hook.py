@@ -13,6 +13,9 @@ A runner calls its hooks at fixed points, in priority order (lower first)::
         (the same four points with ``val`` for a val workflow phase)
     after_run
 
+    after_evaluation         (after EvalHook scored the model: runner.eval_results)
+    before_save_checkpoint   (whenever a checkpoint is about to be written)
+
 ``IterBasedRunner`` calls ``before_epoch`` once before its first iteration and
 ``after_epoch`` after its last, as mmcv 1.x does.
 
@@ -41,7 +44,8 @@ from typing import Any, Dict, List
 STAGES = (
     'before_run', 'before_epoch', 'before_train_epoch', 'before_train_iter', 'after_train_iter',
     'after_train_epoch', 'before_val_epoch', 'before_val_iter', 'after_val_iter',
-    'after_val_epoch', 'after_epoch', 'after_run')
+    'after_val_epoch', 'after_epoch', 'after_evaluation', 'before_save_checkpoint',
+    'after_run')
 
 # Which generic method each stage falls back to (mmcv 1.x semantics).
 _FALLBACK = {
@@ -99,6 +103,12 @@ class Hook:
 
     def after_val_iter(self, runner) -> None:
         self.after_iter(runner)
+
+    def after_evaluation(self, runner) -> None:
+        """Called after an evaluation hook scored the model (``runner.eval_results``)."""
+
+    def before_save_checkpoint(self, runner) -> None:
+        """Called before any checkpoint is written (a last chance to veto it)."""
 
     # -- state ------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:

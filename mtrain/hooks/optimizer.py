@@ -54,6 +54,10 @@ class OptimizerHook(Hook):
         return True
 
     def after_train_iter(self, runner) -> None:
+        if runner.outputs.get('skip_step'):  # vetoed (non-finite loss, nan_policy='skip')
+            if runner.batch_processor.does_backward:
+                runner.optimizer.zero_grad(set_to_none=True)  # drop the whole step's grads
+            return
         if not runner.batch_processor.does_backward:
             self.backward(runner, runner.outputs['loss'])
         if self.will_step(runner):

@@ -1,6 +1,6 @@
 """Runners (the loops), checkpoint files, and the config → runner builder."""
 
-from .base_runner import BaseRunner
+from .base_runner import BaseRunner, Preempted
 from .checkpoint import (CheckpointError, find_latest_valid, load_checkpoint_file,
                          save_checkpoint_file)
 from .epoch_based_runner import EpochBasedRunner
@@ -10,6 +10,6 @@ from .log_buffer import LogBuffer
 
 __all__ = [
     'BaseRunner', 'CheckpointError', 'EpochBasedRunner', 'IterBasedRunner', 'IterLoader',
-    'LogBuffer', 'find_latest_valid',
+    'LogBuffer', 'Preempted', 'find_latest_valid',
     'load_checkpoint_file', 'save_checkpoint_file'
 ]

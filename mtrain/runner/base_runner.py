@@ -15,6 +15,7 @@ add the loop. Use it from Python as in mmcv 1.x::
 import math
 import os
 import os.path as osp
+import signal
 import time
 from typing import Any, Dict, List, Optional, Union
 
@@ -74,9 +75,11 @@ class BaseRunner:
         self.data_loader = None
         self.data_batch = None
         self.outputs: Dict[str, Any] = {}
+        self.eval_results: Dict[str, float] = {}  # the last evaluation's metrics
         self.log_buffer = LogBuffer()
         self.optimizer_hook: Optional[OptimizerHook] = None
         self.should_stop = False  # set by a hook (early stopping) to end the run cleanly
+        self.preempted_by: Optional[str] = None  # the signal that asked the run to stop
         # How logged sums are combined over ranks at a log interval (None: one process).
         self.reduce_log_values = None
         self._hooks: List[Hook] = []
@@ -192,6 +195,31 @@ class BaseRunner:
             self.log_buffer.update(outputs['log_vars'], outputs['num_samples'])
         self.outputs = outputs
 
+    # -- preemption ----------------------------------------------------------
+    def stop_on_signals(self, signals=(signal.SIGTERM, signal.SIGINT)) -> None:
+        """On SIGTERM/SIGINT: finish the iteration, save a checkpoint, raise :class:`Preempted`.
+
+        A second signal while stopping interrupts at once.
+        """
+        def handler(signum, frame):
+            if self.preempted_by is not None:
+                raise KeyboardInterrupt(f'second {signal.Signals(signum).name}: stopping now')
+            self.preempted_by = signal.Signals(signum).name
+            self.should_stop = True
+            self.logger.warning(f'{self.preempted_by} received: stopping after this iteration '
+                                'and saving a checkpoint')
+
+        for signum in signals:
+            signal.signal(signum, handler)
+
+    def _save_if_preempted(self) -> None:
+        if self.preempted_by is None:
+            return
+        path = None
+        if self.work_dir is not None:
+            path = self.save_checkpoint(self.work_dir, filename_tmpl='iter_{}.pth')
+        raise Preempted(self.preempted_by, self._progress()['iter'], path)
+
     # -- checkpoints ---------------------------------------------------------
     def _progress(self) -> Dict[str, int]:
         """Where a resumed run continues (set by the loops as iterations finish)."""
@@ -235,6 +263,7 @@ class BaseRunner:
         progress = self._progress()
         number = progress['iter'] if tmpl.startswith('iter') else progress['epoch']
         path = osp.join(out_dir, tmpl.format(number))
+        self.call_hook('before_save_checkpoint')
         ckpt = self.state_dict(save_optimizer)
         if meta:
             ckpt['meta'].update(meta)
@@ -290,6 +319,17 @@ class BaseRunner:
             name = type(hook).__name__
             seen[name] = seen.get(name, 0) + 1
             yield (name if seen[name] == 1 else f'{name}#{seen[name]}'), hook
+
+
+class Preempted(RuntimeError):
+    """The run was stopped by a signal after saving a checkpoint."""
+
+    def __init__(self, signal_name: str, iteration: int, checkpoint: Optional[str]) -> None:
+        self.signal_name, self.iteration, self.checkpoint = signal_name, iteration, checkpoint
+        where = f'; checkpoint saved to {checkpoint}' if checkpoint else ''
+        super().__init__(f'training stopped by {signal_name} after iteration {iteration}{where}. '
+                         'Resume with: python tools/train.py CONFIG --auto-resume '
+                         '(or --resume-from the checkpoint)')
 
 
 def _model_device(model: nn.Module) -> torch.device:

@@ -48,6 +48,10 @@ def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = No
         checkpoint_config=cfg.get('checkpoint_config'), log_config=cfg.get('log_config'),
         momentum_config=cfg.get('momentum_config'), custom_hooks_config=cfg.get('custom_hooks'))
     runner.register_hook(DistSamplerSeedHook())
+    if cfg.get('nan_policy', {}) is not None:
+        nan_policy = dict(cfg.get('nan_policy', {}))
+        nan_policy.setdefault('interval', (cfg.get('log_config') or {}).get('interval', 50))
+        runner.register_hook(build(dict(type='NanGuardHook', **nan_policy), HOOKS, 'nan_policy'))
     if validate and cfg.get('evaluation') is not None and cfg.data.get('val') is not None:
         runner.register_hook(_eval_hook(cfg, seed), 'LOW')
     _resume_or_load(runner, cfg, trust_checkpoint)

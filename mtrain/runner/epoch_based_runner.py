@@ -41,6 +41,7 @@ class EpochBasedRunner(BaseRunner):
                                                 or self.should_stop):
                             break
                         getattr(self, mode)(loader)
+            self._save_if_preempted()
         finally:
             self.call_hook('after_run')
 

@@ -45,6 +45,7 @@ class IterBasedRunner(BaseRunner):
                         if mode == 'train' and (self._iter >= self._max_iters or self.should_stop):
                             break
                         getattr(self, mode)(loader)
+            self._save_if_preempted()
             self.call_hook('after_epoch')
         finally:
             self.call_hook('after_run')

@@ -1,12 +1,14 @@
-"""Running sums of logged values that stay on the device until a log line is due.
+"""Logged values, kept as they come until a log line is due.
 
-``update`` adds ``value * count`` to a per-key sum without reading the value
-(a device tensor stays on the device, so nothing waits for the GPU); only
-``average`` reads them, once per log interval, with one host transfer for all
-keys. Memory is one scalar per key however long the run.
+``update`` only appends references: a device tensor is not read (nothing
+waits for the GPU) and no arithmetic runs per iteration. ``average`` turns an
+interval's values into weighted means with a few tensor ops and one host
+transfer for all keys. Memory is bounded: an interval's values are dropped
+once averaged, and a key that nobody averages is folded into one entry every
+``max_pending`` updates.
 """
 
-from typing import Any, Dict, Union
+from typing import Any, Dict, List, Tuple, Union
 
 import torch
 
@@ -14,67 +16,78 @@ Number = Union[int, float, torch.Tensor]
 
 
 class LogBuffer:
-    """Sums and counts of logged values since the last ``clear``.
+    """Values logged since the last ``average``, and the last averages.
 
     ``output`` holds what the last ``average`` produced plus whatever hooks put
     there (e.g. evaluation metrics); ``ready`` tells logger hooks to write it.
     """
 
+    max_pending = 4096
+
     def __init__(self) -> None:
-        self._sums: Dict[str, Number] = {}
-        self._counts: Dict[str, int] = {}
+        self._values: Dict[str, List[Number]] = {}
+        self._counts: Dict[str, List[int]] = {}
         self.output: Dict[str, Any] = {}
         self.ready = False
 
     def update(self, values: Dict[str, Number], count: int = 1) -> None:
-        """Add ``values`` (tensors or numbers), each weighted by ``count``."""
+        """Record ``values`` (tensors or numbers), each weighted by ``count``."""
         for key, value in values.items():
-            if isinstance(value, torch.Tensor):
+            if isinstance(value, torch.Tensor) and value.requires_grad:
                 value = value.detach()
-            weighted = value * count
-            if key in self._sums:
-                self._sums[key] = self._sums[key] + weighted
-                self._counts[key] += count
-            else:
-                self._sums[key] = weighted
-                self._counts[key] = count
+            pending = self._values.get(key)
+            if pending is None:
+                self._values[key], self._counts[key] = [value], [count]
+                continue
+            pending.append(value)
+            self._counts[key].append(count)
+            if len(pending) >= self.max_pending:
+                self._fold(key)
+
+    def pending(self, key: str) -> List[Number]:
+        """The values of ``key`` recorded since the last average (read-only use)."""
+        return self._values.get(key, [])
+
+    def _fold(self, key: str) -> None:
+        total, count = self._weighted_sum(key)
+        self._values[key], self._counts[key] = [total / count], [count]
+
+    def _weighted_sum(self, key: str) -> Tuple[torch.Tensor, int]:
+        values, counts = self._values[key], self._counts[key]
+        device = next((v.device for v in values if isinstance(v, torch.Tensor)),
+                      torch.device('cpu'))
+        stacked = torch.stack([torch.as_tensor(v, device=device).reshape(()).to(torch.float64)
+                               for v in values])
+        weights = torch.tensor(counts, dtype=torch.float64, device=device)
+        return (stacked * weights).sum(), sum(counts)
 
     def average(self, reduce_fn=None) -> None:
-        """Put the mean of every key since the last average into ``output``.
+        """Put the weighted mean of every key since the last average into ``output``.
 
         Calling it again before new updates leaves ``output`` as it is, so
         several logger hooks can each ask for the same interval's values.
 
         Args:
-            reduce_fn: optional ``fn(tensor) -> tensor`` applied to the stacked
-                sums and counts before dividing (the all-reduce over ranks).
+            reduce_fn: optional ``fn(tensor) -> tensor`` applied to the sums
+                and counts before dividing (the all-reduce over ranks).
         """
-        keys = list(self._sums)
+        keys = list(self._values)
         if not keys:
             return
-        sums = self._stack(keys)
-        counts = torch.tensor([self._counts[k] for k in keys], dtype=torch.float64,
-                              device=sums.device)
+        sums, counts = zip(*(self._weighted_sum(k) for k in keys))
+        device = sums[0].device
+        sums = torch.stack([s.to(device) for s in sums])
+        counts = torch.tensor(counts, dtype=torch.float64, device=device)
         if reduce_fn is not None:
             sums, counts = reduce_fn(sums), reduce_fn(counts)
         means = (sums / counts).tolist()  # the one host sync per log interval
         self.output.update(zip(keys, means))
         self.ready = True
-        # Start the next interval afresh (mmcv averaged the last `interval` values).
-        self._sums.clear()
+        self._values.clear()
         self._counts.clear()
 
-    def _stack(self, keys) -> torch.Tensor:
-        tensors = [v for v in self._sums.values() if isinstance(v, torch.Tensor)]
-        device = tensors[0].device if tensors else torch.device('cpu')
-        return torch.stack([
-            torch.as_tensor(self._sums[k], dtype=torch.float64, device=device).reshape(())
-            if not isinstance(self._sums[k], torch.Tensor)
-            else self._sums[k].to(device=device, dtype=torch.float64).reshape(())
-            for k in keys])
-
     def clear(self) -> None:
-        self._sums.clear()
+        self._values.clear()
         self._counts.clear()
         self.clear_output()
 
@@ -83,9 +96,13 @@ class LogBuffer:
         self.ready = False
 
     def state_dict(self) -> Dict[str, Any]:
-        return {'sums': {k: torch.as_tensor(v).detach().cpu().clone() for k, v in self._sums.items()},
-                'counts': dict(self._counts)}
+        state: Dict[str, Any] = {'values': {}, 'counts': {}}
+        for key in self._values:
+            total, count = self._weighted_sum(key)
+            state['values'][key] = (total / count).cpu()
+            state['counts'][key] = count
+        return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self._sums = dict(state.get('sums', {}))
-        self._counts = dict(state.get('counts', {}))
+        self._values = {k: [v] for k, v in state.get('values', {}).items()}
+        self._counts = {k: [c] for k, c in state.get('counts', {}).items()}

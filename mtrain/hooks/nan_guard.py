@@ -1,0 +1,104 @@
+"""Stop (or skip) on a non-finite loss: ``nan_policy = dict(action='stop')``.
+
+``action='stop'`` (the default, like Keras' ``TerminateOnNaN``) costs no
+host sync per iteration: the hook keeps references to each iteration's
+(detached) loss and checks them all at once every ``interval`` iterations and
+before any checkpoint is written, then stops the run with an error naming the
+first bad iteration and its loss terms. No checkpoint with NaN weights is ever
+written, and the run stops at most ``interval - 1`` iterations after the bad one.
+
+``action='skip'`` must know before the optimizer step, so it reads the loss
+every iteration (one host sync, the one GradScaler pays under fp16); a
+non-finite step is not applied, not counted as an update, and counted in
+``skipped_steps``. ``nan_policy = None`` turns the guard off.
+"""
+
+from typing import Any, Dict, List
+
+import torch
+
+from ..registry import HOOKS
+from .hook import Hook
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite and ``nan_policy.action`` is ``'stop'``."""
+
+
+@HOOKS.register_module()
+class NanGuardHook(Hook):
+    """Detect non-finite losses.
+
+    Config::
+
+        nan_policy = dict(action='stop', interval=50)   # default interval: log_config.interval
+        nan_policy = dict(action='skip')
+
+    Args:
+        action: ``'stop'`` or ``'skip'``.
+        interval: iterations between checks in ``'stop'`` mode.
+    """
+
+    priority = 'HIGH'  # before the OptimizerHook, so 'skip' can veto the step
+
+    def __init__(self, action: str = 'stop', interval: int = 50) -> None:
+        if action not in ('stop', 'skip'):
+            raise ValueError(f"nan_policy action must be 'stop' or 'skip', got {action!r}")
+        if not isinstance(interval, int) or interval <= 0:
+            raise ValueError(f'nan_policy interval must be a positive integer, got {interval!r}')
+        self.action = action
+        self.interval = interval
+        self.skipped = 0
+        self._pending: List[torch.Tensor] = []
+        self._terms: List[Dict[str, Any]] = []
+        self._iters: List[int] = []
+
+    def after_train_iter(self, runner) -> None:
+        log_vars = runner.outputs.get('log_vars')
+        if log_vars is None:
+            return
+        if self.action == 'skip':
+            if not bool(torch.isfinite(log_vars['loss'])):  # the documented per-iteration sync
+                runner.outputs['skip_step'] = True
+                self.skipped += 1
+                runner.logger.warning(f'non-finite loss at iteration {runner.iter + 1}: '
+                                      f'step skipped ({self.skipped} so far)')
+            runner.log_buffer.update({'skipped_steps': self.skipped})
+            return
+        self._pending.append(log_vars['loss'])
+        self._terms.append(log_vars)
+        self._iters.append(runner.iter + 1)
+        if self.every_n_iters(runner, self.interval) or self.is_last_iter(runner):
+            self.check(runner)
+
+    def before_save_checkpoint(self, runner) -> None:
+        if self.action == 'stop':
+            self.check(runner)
+
+    def after_train_epoch(self, runner) -> None:
+        if self.action == 'stop':
+            self.check(runner)
+
+    def check(self, runner) -> None:
+        """Raise :class:`NonFiniteLossError` if any pending loss is not finite."""
+        if not self._pending:
+            return
+        finite = torch.isfinite(torch.stack([t.reshape(()) for t in self._pending]))
+        pending = list(zip(self._iters, self._terms))
+        self._pending, self._terms, self._iters = [], [], []
+        if bool(finite.all()):
+            return
+        first = int((~finite).nonzero()[0])
+        iteration, terms = pending[first]
+        shown = ', '.join(f'{k}={float(v):.4g}' for k, v in terms.items())
+        raise NonFiniteLossError(
+            f'the loss is not finite at iteration {iteration} (epoch {runner.epoch + 1}): '
+            f'{shown}. The run was stopped before writing any checkpoint with these weights. '
+            'Try a lower lr, warmup or grad_clip; nan_policy=dict(action=\'skip\') skips such '
+            'steps instead.')
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {'skipped': self.skipped} if self.skipped else {}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.skipped = state.get('skipped', 0)
