@@ -110,10 +110,14 @@ def _check_keywords(obj_cls: Any, args: Dict[str, Any], key: str) -> None:
         params = inspect.signature(obj_cls).parameters
     except (TypeError, ValueError):
         return
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
     accepted = [n for n, p in params.items()
                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        # **kwargs usually go to a base class: accept what the bases accept.
+        inherited = _base_class_keywords(obj_cls)
+        if inherited is None:
+            return
+        accepted += inherited
     for name in args:
         if name not in accepted:
             cls_name = getattr(obj_cls, '__name__', str(obj_cls))
@@ -121,3 +125,23 @@ def _check_keywords(obj_cls: Any, args: Dict[str, Any], key: str) -> None:
                 f"{cls_name} does not accept the argument '{name}'."
                 f'{did_you_mean(name, accepted)} Accepted: {", ".join(accepted)}.',
                 key=f'{key}.{name}')
+
+
+def _base_class_keywords(obj_cls: Any) -> Optional[list]:
+    """Keywords of the ``__init__``s up the MRO, or None when a base takes ``**kwargs`` too."""
+    if not inspect.isclass(obj_cls):
+        return None
+    names: list = []
+    for base in obj_cls.__mro__[1:]:
+        init = base.__dict__.get('__init__')
+        if init is None or base is object:
+            continue
+        try:
+            params = inspect.signature(init).parameters
+        except (TypeError, ValueError):
+            return None
+        names += [n for n, p in params.items() if n != 'self'
+                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return names
+    return None

@@ -54,9 +54,12 @@ def train(args: argparse.Namespace) -> None:
         seed = random.randint(0, 2**31 - 1)
     set_random_seed(seed, deterministic=args.deterministic or cfg.get('deterministic', False))
     logger.info(f'Set random seed to {seed}, deterministic: {args.deterministic}')
-    runner, loaders, workflow = build_runner(cfg, work_dir, logger, seed=seed,
-                                             validate=not args.no_validate,
-                                             trust_checkpoint=args.trust_checkpoint)
+    try:
+        runner, loaders, workflow = build_runner(cfg, work_dir, logger, seed=seed,
+                                                 validate=not args.no_validate,
+                                                 trust_checkpoint=args.trust_checkpoint)
+    except ConfigError as e:
+        raise e.with_file(args.config)
     runner.timestamp = timestamp
     runner.stop_on_signals()
     runner.run(loaders, workflow)

@@ -36,7 +36,7 @@ def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = No
     model = build(cfg.model, MODELS, 'model').to(device)
     model = _wrap(model, cfg, distributed)
     optimizer = build_optimizer(model, _required(cfg, 'optimizer'))
-    workflow = [tuple(flow) for flow in cfg.get('workflow', [('train', 1)])]
+    workflow = _workflow(cfg)
     data_loaders = [_loader(cfg, 'train' if mode == 'train' else 'val', seed) for mode, _ in workflow]
     processor = build(cfg.get('batch_processor', dict(type='BasicBatchProcessor')),
                       BATCH_PROCESSORS, 'batch_processor')
@@ -92,6 +92,18 @@ def _eval_hook(cfg: Config, seed: Optional[int]) -> EvalHook:
     eval_cfg.setdefault('by_epoch', _runner_cfg(cfg)['type'] != 'IterBasedRunner')
     return build(dict(type='EvalHook', **eval_cfg), HOOKS, 'evaluation',
                  default_args=dict(dataloader=_loader(cfg, 'val', seed)))
+
+
+def _workflow(cfg: Config) -> List[Tuple[str, int]]:
+    workflow = [tuple(flow) for flow in cfg.get('workflow', [('train', 1)])]
+    for flow in workflow:
+        if len(flow) != 2 or flow[0] not in ('train', 'val') or not isinstance(flow[1], int) \
+                or flow[1] <= 0:
+            raise ConfigError(f"each workflow phase is ('train', N) or ('val', N) with N > 0, "
+                              f'got {flow!r}', key='workflow')
+    if not any(mode == 'train' for mode, _ in workflow):
+        raise ConfigError("the workflow has no ('train', N) phase", key='workflow')
+    return workflow
 
 
 def _runner_cfg(cfg: Config) -> Dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..hooks import Hook
 from ..registry import HOOKS, build
+from ..utils import get_priority
 from ..utils.errors import ConfigError
 
 
@@ -98,5 +99,10 @@ def build_custom_hooks(custom_hooks_config: Optional[List[Dict[str, Any]]]) -> L
                               key=f'custom_hooks.{i}')
         item = dict(copy.deepcopy(item))
         priority = item.pop('priority', None)
+        if priority is not None:
+            try:
+                get_priority(priority)
+            except (TypeError, ValueError) as e:
+                raise ConfigError(str(e), key=f'custom_hooks.{i}.priority') from e
         hooks.append((build(item, HOOKS, f'custom_hooks.{i}'), priority))
     return hooks
