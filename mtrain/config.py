@@ -11,9 +11,10 @@ The top level may hold any helper variable (``data_root``, ``img_norm_cfg``,
 (``lr_confg``, ``optimizer_cfg``) is reported as a typo.
 """
 
+import ast
 import difflib
 import os.path as osp
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from mmengine.config import Config, DictAction
 
@@ -45,6 +46,7 @@ def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Conf
     """
     if not osp.isfile(path):
         raise ConfigError(f'config file {path} does not exist; check the path', filename=path)
+    check_bases(path)
     try:
         cfg = Config.fromfile(path)
     except ImportError as e:
@@ -63,6 +65,33 @@ def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Conf
         apply_cfg_options(cfg, cfg_options, path)
     check_config(cfg, path)
     return cfg
+
+
+def check_bases(path: str, chain: Tuple[str, ...] = ()) -> None:
+    """Follow ``_base_`` (read with ``ast``, nothing executed): missing files and cycles."""
+    path = osp.abspath(path)
+    if path in chain:
+        cycle = ' -> '.join(osp.basename(p) for p in chain + (path, ))
+        raise ConfigError(f'_base_ files form a cycle: {cycle}; remove one of the references',
+                          key='_base_', filename=chain[0])
+    try:
+        tree = ast.parse(open(path).read(), filename=path)
+    except SyntaxError:
+        return  # reported with its line by load_config
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == '_base_' for t in node.targets):
+            try:
+                bases = ast.literal_eval(node.value)
+            except ValueError:
+                return
+            for base in [bases] if isinstance(bases, str) else bases:
+                base_path = osp.join(osp.dirname(path), base)
+                if not osp.isfile(base_path):
+                    raise ConfigError(f"_base_ file '{base}' does not exist (looked for "
+                                      f'{osp.normpath(base_path)}); paths are relative to the '
+                                      'config that names them', key='_base_', filename=path)
+                check_bases(base_path, chain + (path, ))
 
 
 def apply_cfg_options(cfg: Config, options: Dict[str, Any], path: str) -> None:

@@ -98,3 +98,27 @@ def test_syntax_error_names_file_and_line(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path / 'c.py', "model = dict(\n"))
     assert 'c.py' in str(err.value)
+
+
+def test_cyclic_bases_are_reported_not_a_recursion_error(tmp_path):
+    write(tmp_path / 'a.py', "_base_ = './b.py'\n")
+    write(tmp_path / 'b.py', "_base_ = './a.py'\n")
+    with pytest.raises(ConfigError, match='cycle: a.py -> b.py -> a.py'):
+        load_config(str(tmp_path / 'a.py'))
+
+
+def test_config_sources_name_the_file_or_flag_that_set_each_key(tmp_path):
+    from mtrain.config_sources import config_sources
+    base = write(tmp_path / 'base.py', """
+        optimizer = dict(type='SGD', lr=0.1, momentum=0.9)
+        lr_config = dict(policy='step', step=[3])
+    """)
+    child = write(tmp_path / 'child.py', """
+        _base_ = './base.py'
+        optimizer = dict(lr=0.05)
+        lr_config = dict(_delete_=True, policy='fixed')
+    """)
+    sources = config_sources(child, {'optimizer.momentum': 0.8})
+    assert sources == {'optimizer.type': base, 'optimizer.lr': child,
+                       'optimizer.momentum': '--cfg-options optimizer.momentum',
+                       'lr_config.policy': child}

@@ -21,5 +21,10 @@ def train_tool():
 
 
 @pytest.fixture(scope='session')
+def test_tool():
+    return load_tool('test')
+
+
+@pytest.fixture(scope='session')
 def repo_root():
     return ROOT

@@ -62,6 +62,7 @@ CASES = [
     ('bad_workflow', "workflow = [('tran', 1)]", 'workflow', "'train'"),
     ('device_cuda', "device = 'cuda'", 'device', "device='cpu'"),
     ('missing_base', "_base_ = ['./does_not_exist.py']", '_base_', 'does_not_exist'),
+    ('cyclic_base', "_base_ = ['./cyclic_base.py']", '_base_', 'cycle'),
     ('failing_custom_import', "custom_imports = dict(imports=['no_such_module_xyz'])",
      'custom_imports', 'importable'),
 ]

@@ -1,4 +1,4 @@
-# scikit-learn's bundled 8x8 digits: 1,438 train / 359 val images, no download.
+# scikit-learn's bundled 8x8 digits: 1,433 train / 364 val images, no download.
 dataset_type = 'DigitsDataset'
 data = dict(
     samples_per_gpu=32,

@@ -1,0 +1,97 @@
+"""Kill a real training process (SIGKILL / SIGTERM), auto-resume, and get the same weights."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow
+
+OPTIONS = ['runner.max_epochs=2', 'checkpoint_config.interval=4', 'checkpoint_config.by_epoch=False',
+           'checkpoint_config.max_keep_ckpts=-1', 'log_config.interval=5', 'evaluation.interval=1']
+
+
+def _cmd(repo_root, work_dir, *extra):
+    return [sys.executable, os.path.join(repo_root, 'tools', 'train.py'),
+            os.path.join(repo_root, 'configs', 'digits', 'lenet_digits.py'), '--work-dir',
+            str(work_dir), '--seed', '0', '--cfg-options', *OPTIONS, *extra]
+
+
+def _final_weights(work_dir):
+    ckpt = torch.load(os.path.join(work_dir, 'iter_90.pth'), weights_only=True)
+    return ckpt['state_dict']
+
+
+@pytest.fixture(scope='module')
+def reference(repo_root, tmp_path_factory):
+    work_dir = tmp_path_factory.mktemp('reference')
+    subprocess.run(_cmd(repo_root, work_dir), check=True, capture_output=True, timeout=120)
+    return _final_weights(work_dir)
+
+
+def _wait_for_checkpoint(work_dir, proc, at_least):
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        done = [int(n[5:-4]) for n in os.listdir(work_dir) if n.startswith('iter_')
+                and n.endswith('.pth')]
+        if done and max(done) >= at_least:
+            return
+        time.sleep(0.01)
+    raise AssertionError('no checkpoint appeared in time')
+
+
+def _assert_same(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+@pytest.mark.parametrize('seed', [0, 1, 2])
+def test_sigkill_at_a_random_moment_then_auto_resume(repo_root, tmp_path, reference, seed):
+    rng = random.Random(seed)
+    proc = subprocess.Popen(_cmd(repo_root, tmp_path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _wait_for_checkpoint(tmp_path, proc, rng.choice([4, 20, 44, 60]))
+    time.sleep(rng.uniform(0, 0.3))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    if proc.returncode == 0:
+        pytest.skip('the run finished before the kill')
+    resumed = subprocess.run(_cmd(repo_root, tmp_path, '--auto-resume'), capture_output=True,
+                             text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert 'resumed from' in resumed.stderr
+    _assert_same(_final_weights(tmp_path), reference)
+
+
+def test_sigterm_saves_says_how_to_resume_and_resumes_exactly(repo_root, tmp_path, reference):
+    proc = subprocess.Popen(_cmd(repo_root, tmp_path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    _wait_for_checkpoint(tmp_path, proc, 8)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert 'SIGTERM' in err and '--auto-resume' in err
+    resumed = subprocess.run(_cmd(repo_root, tmp_path, '--auto-resume'), capture_output=True,
+                             text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    _assert_same(_final_weights(tmp_path), reference)
+
+
+def test_truncated_newest_checkpoint_falls_back_to_the_previous(repo_root, tmp_path, reference):
+    proc = subprocess.run(_cmd(repo_root, tmp_path), capture_output=True, timeout=120)
+    assert proc.returncode == 0
+    newest = os.path.join(tmp_path, 'iter_90.pth')
+    with open(newest, 'r+b') as f:
+        f.truncate(1000)
+    resumed = subprocess.run(_cmd(repo_root, tmp_path, '--auto-resume'), capture_output=True,
+                             text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert 'iter_90.pth is truncated or corrupt' in resumed.stderr
+    assert 'resumed from' in resumed.stderr and 'iter_88.pth' in resumed.stderr
+    _assert_same(_final_weights(tmp_path), reference)
