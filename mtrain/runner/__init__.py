@@ -1,6 +1,7 @@
 """Runners (the loops), checkpoint files, and the config → runner builder."""
 
 from .base_runner import BaseRunner, Preempted
+from .builder import build_dataset, build_runner, build_test_loader
 from .checkpoint import (CheckpointError, find_latest_valid, load_checkpoint_file,
                          save_checkpoint_file)
 from .epoch_based_runner import EpochBasedRunner
@@ -10,6 +11,6 @@ from .log_buffer import LogBuffer
 
 __all__ = [
     'BaseRunner', 'CheckpointError', 'EpochBasedRunner', 'IterBasedRunner', 'IterLoader',
-    'LogBuffer', 'Preempted', 'find_latest_valid',
-    'load_checkpoint_file', 'save_checkpoint_file'
+    'LogBuffer', 'Preempted', 'build_dataset', 'build_runner', 'build_test_loader',
+    'find_latest_valid', 'load_checkpoint_file', 'save_checkpoint_file'
 ]

@@ -35,12 +35,12 @@ class IterLoader:
         if hasattr(sampler, 'set_epoch'):
             sampler.set_epoch(self._epoch)
         start, self._start = self._start, 0
-        if start and hasattr(sampler, 'set_start_index') and self._loader.batch_size:
+        skip_in_sampler = hasattr(sampler, 'set_start_index') and self._loader.batch_size
+        if start and skip_in_sampler:
             sampler.set_start_index(start * self._loader.batch_size)
-            self._iter = iter(self._loader)
-        else:
-            self._iter = iter(self._loader)
-            for _ in range(start):
+        self._iter = iter(self._loader)
+        if start and not skip_in_sampler:
+            for _ in range(start):  # any other loader: read and drop the consumed batches
                 next(self._iter, None)
         self.consumed = start
 
