@@ -1,11 +1,27 @@
 """The ``mtrain`` logger: console on every rank at WARNING+, INFO on rank 0, optional file."""
 
 import logging
+import sys
 from typing import Optional
 
 from .dist import get_dist_info
 
 _FORMAT = '%(asctime)s - %(name)s - %(levelname)s - %(message)s'
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is now (it may be replaced, e.g. by pytest)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
 
 
 def get_logger(name: str = 'mtrain', log_file: Optional[str] = None,
@@ -18,9 +34,8 @@ def get_logger(name: str = 'mtrain', log_file: Optional[str] = None,
     logger = logging.getLogger(name)
     logger.propagate = False
     rank, _ = get_dist_info()
-    if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
-               for h in logger.handlers):
-        handler = logging.StreamHandler()
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter(_FORMAT))
         logger.addHandler(handler)
     if log_file is not None and rank == 0:

@@ -1,0 +1,40 @@
+"""Optimizers: every ``torch.optim`` optimizer by name, param groups, the default constructor.
+
+Importing this package registers each ``torch.optim.Optimizer`` subclass in
+``OPTIMIZERS`` under its class name (a name registered earlier, e.g. a user's own
+``SGD``, is left alone), and ``DefaultOptimizerConstructor`` in
+``OPTIMIZER_CONSTRUCTORS``. See ``docs/optimizer.md``.
+"""
+
+import inspect
+from typing import List
+
+import torch
+
+from ..registry import OPTIMIZERS
+from .builder import build_optimizer, build_optimizer_constructor
+from .constructor import DefaultOptimizerConstructor, summarize_optimizer, unwrap_model
+from .param_groups import (ParamGroupPlan, explain_param_groups, get_param_groups,
+                           plan_param_groups, validate_paramwise_cfg)
+
+
+def _register_torch_optimizers() -> List[str]:
+    """Register ``torch.optim``'s optimizers (not the abstract base) and return their names."""
+    names = []
+    for name in dir(torch.optim):
+        obj = getattr(torch.optim, name)
+        if (inspect.isclass(obj) and issubclass(obj, torch.optim.Optimizer)
+                and obj is not torch.optim.Optimizer):
+            if name not in OPTIMIZERS.module_dict:
+                OPTIMIZERS.register_module(name=name, module=obj, force=False)
+            names.append(name)
+    return names
+
+
+TORCH_OPTIMIZERS = _register_torch_optimizers()
+
+__all__ = [
+    'DefaultOptimizerConstructor', 'ParamGroupPlan', 'TORCH_OPTIMIZERS', 'build_optimizer',
+    'build_optimizer_constructor', 'explain_param_groups', 'get_param_groups',
+    'plan_param_groups', 'summarize_optimizer', 'unwrap_model', 'validate_paramwise_cfg'
+]

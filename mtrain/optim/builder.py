@@ -1,0 +1,75 @@
+"""``build_optimizer(model, cfg)``: the ``optimizer`` config in, a torch optimizer out.
+
+As in mmcv 1.x, the config names the optimizer and may carry two extra keys::
+
+    optimizer = dict(type='AdamW', lr=1e-3, weight_decay=0.05,
+                     constructor='DefaultOptimizerConstructor',   # the default
+                     paramwise_cfg=dict(norm_decay_mult=0.))
+"""
+
+import copy
+from typing import Any, Dict
+
+import torch
+from torch import nn
+
+from ..registry import OPTIMIZER_CONSTRUCTORS, build, registered_names
+from ..utils.errors import ConfigError, did_you_mean
+
+DEFAULT_CONSTRUCTOR = 'DefaultOptimizerConstructor'
+
+
+def build_optimizer_constructor(cfg: Dict[str, Any]) -> Any:
+    """Build a constructor from ``OPTIMIZER_CONSTRUCTORS``.
+
+    Args:
+        cfg: ``dict(type=<constructor>, optimizer_cfg=..., paramwise_cfg=...)``.
+
+    Raises:
+        ConfigError: an unknown constructor name (the message names
+            ``optimizer.constructor`` and the closest registered names).
+    """
+    if isinstance(cfg, dict) and isinstance(cfg.get('type'), str):
+        cfg = dict(cfg, type=_constructor_class(cfg['type']))
+    return build(cfg, OPTIMIZER_CONSTRUCTORS, key='optimizer')
+
+
+def build_optimizer(model: nn.Module, cfg: Dict[str, Any]) -> torch.optim.Optimizer:
+    """Build the optimizer described by ``cfg`` (the ``optimizer`` config) for ``model``.
+
+    ``cfg`` is not modified: ``constructor`` (default ``'DefaultOptimizerConstructor'``)
+    and ``paramwise_cfg`` are taken out of a deep copy, and the constructor gets the
+    rest as ``optimizer_cfg``.
+
+    Args:
+        model: the model, possibly wrapped (DataParallel, DDP).
+        cfg: ``dict(type=..., lr=..., [constructor=...], [paramwise_cfg=...])``.
+
+    Raises:
+        ConfigError: an unknown optimizer or constructor name, a bad argument or
+            paramwise option; the message names the config key.
+    """
+    if not isinstance(cfg, dict):
+        raise ConfigError("the optimizer config must be a dict such as dict(type='SGD', "
+                          f'lr=0.01), got {type(cfg).__name__}: {cfg!r}.', key='optimizer')
+    optimizer_cfg = copy.deepcopy(dict(cfg))
+    constructor = optimizer_cfg.pop('constructor', DEFAULT_CONSTRUCTOR)
+    paramwise_cfg = optimizer_cfg.pop('paramwise_cfg', None)
+    optim_constructor = build_optimizer_constructor(dict(
+        type=constructor, optimizer_cfg=optimizer_cfg, paramwise_cfg=paramwise_cfg))
+    return optim_constructor(model)
+
+
+def _constructor_class(constructor: str) -> Any:
+    """The class named by ``optimizer.constructor``, with the closest names when unknown."""
+    OPTIMIZER_CONSTRUCTORS.import_from_location()
+    constructor_cls = OPTIMIZER_CONSTRUCTORS.get(constructor)
+    if constructor_cls is None:
+        names = registered_names(OPTIMIZER_CONSTRUCTORS)
+        raise ConfigError(
+            f"'{constructor}' is not a registered optimizer constructor."
+            f'{did_you_mean(constructor, names)} Registered: {", ".join(sorted(names))}. '
+            'Register your own with @OPTIMIZER_CONSTRUCTORS.register_module() and load its '
+            "module with custom_imports=dict(imports=['your.module']).",
+            key='optimizer.constructor')
+    return constructor_cls
