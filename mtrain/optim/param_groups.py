@@ -167,14 +167,23 @@ def plan_param_groups(model: nn.Module, base_lr: Optional[float], base_wd: Optio
             still applies mmcv's rules with every multiplier at 1.
 
     Returns:
-        The groups, one row per parameter visit, and the unused custom keys
-        (each also logged as a warning).
+        The groups, one row per parameter visit, and the custom keys that a
+        longer key always overrode (each also logged as a warning).
+
+    Raises:
+        ConfigError: a custom key that is part of no parameter name (a typo).
     """
     cfg = validate_paramwise_cfg(paramwise_cfg, base_lr, base_wd)
     planner = _Planner(base_lr, base_wd, cfg)
     planner.visit(model)
     unused = [k for k in cfg.get('custom_keys', {}) if k not in planner.used_keys]
     for pattern in unused:
+        if not any(pattern in '.' + name for name in planner.names):
+            raise ConfigError(
+                f"custom key '{pattern}' matches no parameter name, so it would do nothing."
+                f'{did_you_mean(pattern, _name_pieces(planner.names))} Check the spelling '
+                'against the parameter names (tools/explain_optimizer.py lists them).',
+                key=f'{CFG_KEY}.custom_keys.{pattern}')
         logger.warning(f"paramwise_cfg.custom_keys['{pattern}'] decided no parameter: no "
                        'trainable parameter name contains it, or a longer key always won.'
                        f'{did_you_mean(pattern, _name_pieces(planner.names))} Check the '

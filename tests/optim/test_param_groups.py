@@ -66,7 +66,9 @@ class DuplicateModel(ExampleModel):
 ALL = dict(bias_lr_mult=2., bias_decay_mult=0.5, norm_decay_mult=0., dwconv_decay_mult=0.1,
            dcn_offset_lr_mult=0.1)
 CUSTOM = dict(custom_keys={'param1': dict(lr_mult=10), 'sub': dict(lr_mult=0.1, decay_mult=0),
-                           'sub.gn': dict(lr_mult=0.01), 'non_exist_key': dict(lr_mult=0.0)},
+                           'sub.gn': dict(lr_mult=0.01)},
+              # mmcv's own test also had 'non_exist_key' here; mtrain rejects a key that
+              # matches no parameter (see test_key_matching_nothing_is_a_config_error).
               norm_decay_mult=0.5, bias_lr_mult=2.)
 # case -> (model class, base lr, base weight decay, paramwise_cfg)
 CASES = {
@@ -408,15 +410,23 @@ def test_a_scaled_lr_without_base_lr_is_a_config_error():
         get_param_groups(ExampleModel(), None, WD, dict(bias_lr_mult=2.))
 
 
-def test_unused_custom_key_is_reported_and_logged(caplog):
+def test_key_matching_nothing_is_a_config_error():
+    cfg = dict(CUSTOM, custom_keys=dict(CUSTOM['custom_keys'], sbu=dict(lr_mult=0.)))
+    with pytest.raises(ConfigError) as err:
+        plan_param_groups(ExampleModel(), LR, WD, cfg)
+    assert 'custom_keys.sbu' in str(err.value) and "'sub'" in str(err.value)
+
+
+def test_shadowed_custom_key_is_reported_and_logged(caplog):
+    cfg = dict(custom_keys={'param1': dict(lr_mult=10), 'param': dict(lr_mult=3)})
     log = logging.getLogger('mtrain.optim')
     log.addHandler(caplog.handler)  # the mtrain logger may not propagate to the root
     try:
-        plan = plan_param_groups(ExampleModel(), LR, WD, CUSTOM)
+        plan = plan_param_groups(ExampleModel(), LR, WD, cfg)
     finally:
         log.removeHandler(caplog.handler)
-    assert plan.unused_custom_keys == ['non_exist_key']
-    assert any("'non_exist_key'" in r.getMessage() and r.levelno == logging.WARNING
+    assert plan.unused_custom_keys == ['param']
+    assert any("'param'" in r.getMessage() and r.levelno == logging.WARNING
                for r in caplog.records)
 
 
