@@ -50,7 +50,9 @@ def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Conf
     try:
         cfg = Config.fromfile(path)
     except ImportError as e:
-        raise ConfigError(f'custom_imports failed: {e}. Check that the module is importable '
+        cause = e.__cause__ or e.__context__ or e
+        raise ConfigError(f'custom_imports failed: {str(cause).splitlines()[0]}. Check that '
+                          'the module is importable '
                           '(on PYTHONPATH, or installed) and that importing it succeeds',
                           key='custom_imports', filename=path) from e
     except FileNotFoundError as e:

@@ -57,7 +57,7 @@ class DigitsDataset(torch.utils.data.Dataset):
         return self.labels
 
     def evaluate(self, results: torch.Tensor, metric: Union[str, Sequence[str]] = 'accuracy',
-                 logger: Any = None, **kwargs) -> Dict[str, float]:
+                 logger: Any = None) -> Dict[str, float]:
         """Score ``results`` (``(N, 10)`` class scores in dataset order)."""
         scores = torch.as_tensor(results)
         if len(scores) != len(self):

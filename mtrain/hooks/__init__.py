@@ -1,11 +1,14 @@
 """Hooks: everything a run does around the loop, one concern per file."""
 
+from . import lr_updater, momentum_updater
 from .checkpoint import CheckpointHook
 from .early_stopping import EarlyStoppingHook
 from .evaluation import EvalHook
 from .hook import STAGES, Hook
 from .iter_timer import IterTimerHook
 from .logger import LoggerHook, TextLoggerHook
+from .lr_updater import *  # noqa: F401,F403  (every LR policy, by mmcv name)
+from .momentum_updater import *  # noqa: F401,F403
 from .nan_guard import NanGuardHook, NonFiniteLossError
 from .optimizer import GradientCumulativeOptimizerHook, OptimizerHook
 from .sampler_seed import DistSamplerSeedHook
@@ -14,4 +17,4 @@ __all__ = [
     'STAGES', 'CheckpointHook', 'DistSamplerSeedHook', 'EarlyStoppingHook', 'EvalHook',
     'GradientCumulativeOptimizerHook', 'Hook', 'IterTimerHook', 'LoggerHook',
     'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'TextLoggerHook'
-]
+] + lr_updater.__all__ + momentum_updater.__all__

@@ -5,6 +5,7 @@ Config (mmcv 1.x keys)::
     evaluation = dict(interval=1, metric='accuracy', save_best='accuracy', rule='greater')
 """
 
+import inspect
 import os
 import os.path as osp
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -12,7 +13,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import torch
 
 from ..registry import HOOKS
-from ..utils import broadcast_object, collect_results
+from ..utils import ConfigError, broadcast_object, collect_results
+from ..utils.errors import did_you_mean
 from .hook import Hook
 
 _RULES = {'greater': lambda a, b: a > b, 'less': lambda a, b: a < b}
@@ -48,6 +50,7 @@ class EvalHook(Hook):
             raise ValueError(f'evaluation interval must be a positive integer, got {interval!r}')
         if rule is not None and rule not in _RULES:
             raise ValueError(f"evaluation rule must be 'greater' or 'less', got {rule!r}")
+        _check_eval_kwargs(dataloader, eval_kwargs)
         self.dataloader = dataloader
         self.interval = interval
         self.by_epoch = by_epoch
@@ -127,3 +130,19 @@ class EvalHook(Hook):
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.best_score = state.get('best_score')
         self.best_ckpt_path = state.get('best_ckpt_path')
+
+
+def _check_eval_kwargs(dataloader: Any, eval_kwargs: Dict[str, Any]) -> None:
+    """Extra ``evaluation`` keys go to ``dataset.evaluate``: reject those it does not take."""
+    evaluate = getattr(getattr(dataloader, 'dataset', None), 'evaluate', None)
+    if not eval_kwargs or evaluate is None:
+        return
+    params = inspect.signature(evaluate).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    known = list(inspect.signature(EvalHook).parameters) + list(params)
+    for name in eval_kwargs:
+        if name not in params:
+            raise ConfigError(f"'{name}' is neither an EvalHook option nor an argument of "
+                              f'{type(dataloader.dataset).__name__}.evaluate.'
+                              f'{did_you_mean(name, known)}', key=f'evaluation.{name}')

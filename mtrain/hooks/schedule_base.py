@@ -1,0 +1,149 @@
+"""What the LR and momentum updater hooks share: progress, warmup, writing param groups.
+
+A schedule gives each param group a value (an lr, a momentum) from the
+group's initial value and the run's progress. Progress is ``runner.epoch``
+(``by_epoch=True``) or ``runner.num_updates``, the number of optimizer
+updates done so far — never ``runner.iter``, because with gradient
+accumulation or skipped fp16 steps an iteration is not an update.
+"""
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from .hook import Hook
+from .schedule_math import check_warmup, warmup_factor
+
+Values = Dict[Optional[str], List[float]]  # optimizer name (None: the only one) -> per group
+
+
+class ScheduleHook(Hook):
+    """Base of :class:`LrUpdaterHook` and :class:`MomentumUpdaterHook`.
+
+    Each iteration, before the forward pass, the hook computes the *regular*
+    value of every param group (what the policy says, without warmup) and
+    writes either it or, while warming up, ``regular × warmup factor``.
+
+    With ``by_epoch=True`` the regular value is computed once per epoch: at
+    ``before_train_epoch``, or at the first iteration of a new
+    ``runner.epoch`` when the runner never calls ``before_train_epoch``
+    (``IterBasedRunner``). Warmup is always counted in optimizer updates;
+    ``warmup_by_epoch=True`` converts ``warmup_iters`` epochs into updates
+    with ``runner.updates_per_epoch`` the first time the hook sees a loader.
+
+    Subclasses say how to read and write their value (:meth:`_base_values`,
+    :meth:`_write`) and what the policy gives (:meth:`_scheduled`).
+
+    The hook keeps no state of its own across a resume: the initial values
+    live in the optimizer's param groups (``initial_lr``,
+    ``initial_momentum``), which the optimizer checkpoint carries, and the
+    rest follows from ``runner.epoch`` / ``runner.num_updates``.
+
+    Args:
+        by_epoch: the value changes once per epoch (True) or every update.
+        warmup: ``'constant'``, ``'linear'``, ``'exp'`` or None (no warmup).
+        warmup_iters: warmup length in updates, or in epochs with
+            ``warmup_by_epoch``.
+        warmup_ratio: warmup starts at ``warmup_ratio`` × the regular value.
+        warmup_by_epoch: ``warmup_iters`` counts epochs.
+    """
+
+    def __init__(self, by_epoch: bool, warmup: Optional[str], warmup_iters: float,
+                 warmup_ratio: float, warmup_by_epoch: bool) -> None:
+        check_warmup(type(self).__name__, warmup, warmup_iters, warmup_ratio)
+        self.by_epoch = by_epoch
+        self.warmup = warmup
+        self.warmup_ratio = warmup_ratio
+        self.warmup_by_epoch = warmup_by_epoch
+        # Known once the epoch length is (see _resolve_warmup_iters).
+        self.warmup_epochs: Optional[float] = warmup_iters if warmup_by_epoch else None
+        self.warmup_iters: Optional[float] = None if warmup_by_epoch else warmup_iters
+        self._base: Values = {}
+        self._regular: Values = {}
+        self._regular_epoch: Optional[int] = None  # the epoch _regular was computed for
+        self._warming_up = False  # the last value written was a warmup value
+
+    # -- for subclasses ------------------------------------------------------
+    def _base_values(self, name: Optional[str], optimizer: Any) -> List[float]:
+        """The initial value of each param group (recorded in the group)."""
+        raise NotImplementedError
+
+    def _write(self, group: Dict[str, Any], value: float) -> None:
+        raise NotImplementedError
+
+    def _scheduled(self, runner, base: float, group: Dict[str, Any]) -> float:
+        """The regular value of one param group whose initial value is ``base``."""
+        raise NotImplementedError
+
+    # -- progress ----------------------------------------------------------
+    def progress(self, runner) -> int:
+        """``runner.epoch`` when ``by_epoch``, else the optimizer updates done so far."""
+        return runner.epoch if self.by_epoch else runner.num_updates
+
+    def max_progress(self, runner) -> float:
+        """The run's length in epochs or optimizer updates.
+
+        Under ``IterBasedRunner`` (no ``max_epochs``) a by-epoch schedule
+        takes the run's length in epochs as ``max_updates / updates_per_epoch``.
+        """
+        if not self.by_epoch:
+            return runner.max_updates
+        if getattr(runner, 'max_epochs', None) is not None:
+            return runner.max_epochs
+        return runner.max_updates / runner.updates_per_epoch
+
+    def progress_fraction(self, runner) -> float:
+        """How far through the run, clamped to 1 so a schedule never goes past its end."""
+        total = self.max_progress(runner)
+        return min(self.progress(runner), total) / total
+
+    # -- stages ------------------------------------------------------------
+    def before_run(self, runner) -> None:
+        self._base = {name: self._base_values(name, optimizer)
+                      for name, optimizer in self._optimizers(runner)}
+        self._regular = {}
+        self._regular_epoch = None
+        self._warming_up = False
+
+    def before_train_epoch(self, runner) -> None:
+        self._resolve_warmup_iters(runner)
+        if self.by_epoch:
+            self._update_regular(runner)
+            self._apply(runner, self._regular)
+
+    def before_train_iter(self, runner) -> None:
+        self._resolve_warmup_iters(runner)
+        fresh = not self.by_epoch or runner.epoch != self._regular_epoch
+        if fresh:  # every update; or a new epoch that had no before_train_epoch
+            self._update_regular(runner)
+        cur = runner.num_updates
+        if self.warmup is not None and cur < self.warmup_iters:
+            # By epoch, the warmup scales the current epoch's regular value (as mmcv).
+            factor = warmup_factor(self.warmup, cur, self.warmup_iters, self.warmup_ratio)
+            self._apply(runner, {name: [v * factor for v in values]
+                                 for name, values in self._regular.items()})
+            self._warming_up = True
+        elif fresh or self._warming_up:
+            self._apply(runner, self._regular)
+            self._warming_up = False
+
+    # -- helpers -----------------------------------------------------------
+    @staticmethod
+    def _optimizers(runner) -> List[Tuple[Optional[str], Any]]:
+        if isinstance(runner.optimizer, dict):
+            return list(runner.optimizer.items())
+        return [(None, runner.optimizer)]
+
+    def _resolve_warmup_iters(self, runner) -> None:
+        if self.warmup_iters is None:
+            self.warmup_iters = self.warmup_epochs * runner.updates_per_epoch
+
+    def _update_regular(self, runner) -> None:
+        self._regular = {
+            name: [self._scheduled(runner, base, group)
+                   for base, group in zip(self._base[name], optimizer.param_groups)]
+            for name, optimizer in self._optimizers(runner)}
+        self._regular_epoch = runner.epoch
+
+    def _apply(self, runner, values: Values) -> None:
+        for name, optimizer in self._optimizers(runner):
+            for group, value in zip(optimizer.param_groups, values[name]):
+                self._write(group, value)

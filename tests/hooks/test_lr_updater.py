@@ -1,0 +1,306 @@
+"""LR updater hooks: mmcv 1.7.2's numbers, under both runners, counting optimizer updates."""
+
+import math
+
+import pytest
+import torch
+from schedule_driver import (build_hooks, column, drive_epochs, drive_iters, load_golden,
+                             make_optimizer, make_runner, run_case)
+
+from mtrain.hooks import GradientCumulativeOptimizerHook, Hook
+from mtrain.hooks.lr_cyclic import CyclicLrUpdaterHook, OneCycleLrUpdaterHook
+from mtrain.hooks.lr_updater import (CosineAnnealingLrUpdaterHook, CosineRestartLrUpdaterHook,
+                                     FixedLrUpdaterHook, FlatCosineAnnealingLrUpdaterHook,
+                                     LinearAnnealingLrUpdaterHook, LrUpdaterHook,
+                                     PolyLrUpdaterHook, StepLrUpdaterHook)
+from mtrain.hooks.momentum_updater import CosineAnnealingMomentumUpdaterHook
+from mtrain.registry import HOOKS
+from mtrain.runner.training_hooks import build_training_hooks
+from mtrain.utils.errors import ConfigError
+
+GOLDEN = load_golden('lr')
+LAYOUT = GOLDEN['layout']  # 5 epochs of 7 iterations
+CASES = {case['id']: case for case in GOLDEN['cases']}
+
+
+def approx(expected):
+    return [pytest.approx(row, rel=1e-12, abs=0) for row in expected]
+
+
+def lrs(hook, driver='epoch', max_epochs=5, epoch_len=7, cumulative_iters=1, optimizer='SGD'):
+    runner = make_runner(make_optimizer(optimizer), max_epochs if driver == 'epoch' else None,
+                         epoch_len, max_epochs * epoch_len, cumulative_iters)
+    if driver == 'epoch':
+        return column(drive_epochs(runner, [hook], max_epochs), 'lr')
+    return column(drive_iters(runner, [hook]), 'lr')
+
+
+# -- golden sequences from mmcv 1.7.2 -----------------------------------------
+@pytest.mark.parametrize('case_id', sorted(CASES))
+def test_matches_mmcv(case_id):
+    """Every policy × warmup × by_epoch: mmcv's lr at every iteration.
+
+    The same numbers come out of an IterBasedRunner-style drive (mmcv itself
+    never updates a by-epoch schedule there) and, with 3 iterations per
+    optimizer update, once per update instead of once per iteration.
+    """
+    case = CASES[case_id]
+    expected = approx(case['lr'])
+    assert column(run_case(case, LAYOUT, 'epoch'), 'lr') == expected
+    assert column(run_case(case, LAYOUT, 'iter'), 'lr') == expected, 'IterBasedRunner drive'
+    accumulated = column(run_case(case, LAYOUT, 'epoch', cumulative_iters=3), 'lr')
+    assert accumulated == [expected[i // 3] for i in range(len(accumulated))], '3 iters/update'
+
+
+def test_golden_fixtures_cover_every_policy_and_warmup():
+    policies = {case['lr_config']['type'] for case in CASES.values()}
+    assert policies == {name for name in HOOKS.module_dict
+                        if name.endswith('LrUpdaterHook') and name != 'LrUpdaterHook'}
+    warmups = {(c['lr_config'].get('warmup'), c['lr_config'].get('warmup_by_epoch', False),
+                c['lr_config'].get('by_epoch', False)) for c in CASES.values()}
+    assert len(warmups) == 2 * (1 + 3 * 2)  # by_epoch × (none + 3 types × by-iter/by-epoch)
+
+
+# -- names, priority, stages --------------------------------------------------
+@pytest.mark.parametrize('policy, cls', [
+    ('fixed', FixedLrUpdaterHook), ('step', StepLrUpdaterHook), ('poly', PolyLrUpdaterHook),
+    ('CosineAnnealing', CosineAnnealingLrUpdaterHook),
+    ('FlatCosineAnnealing', FlatCosineAnnealingLrUpdaterHook),
+    ('CosineRestart', CosineRestartLrUpdaterHook), ('Cyclic', CyclicLrUpdaterHook),
+    ('OneCycle', OneCycleLrUpdaterHook), ('LinearAnnealing', LinearAnnealingLrUpdaterHook)])
+def test_policy_name_selects_the_class(policy, cls):
+    name = (policy.title() if policy == policy.lower() else policy) + 'LrUpdaterHook'
+    assert HOOKS.get(name) is cls
+
+
+def test_lr_config_builds_through_the_training_hooks_builder():
+    [(hook, priority)] = build_training_hooks(lr_config=dict(policy='step', step=[2, 4]),
+                                              timer_config=None)
+    assert type(hook) is StepLrUpdaterHook and hook.step == [2, 4]
+    assert priority == 'VERY_HIGH' == StepLrUpdaterHook.priority
+
+
+def test_hook_runs_only_at_its_three_stages():
+    assert FixedLrUpdaterHook().triggered_stages() == [
+        'before_run', 'before_train_epoch', 'before_train_iter']
+
+
+# -- quirks kept from mmcv ----------------------------------------------------
+def test_step_min_lr_is_an_absolute_floor_for_every_group():
+    lr = lrs(StepLrUpdaterHook(step=1, gamma=0.1, min_lr=0.004))
+    assert lr[0] == [0.1, 0.01]
+    assert lr[7] == pytest.approx([0.01, 0.004])  # group 1 would be 0.001
+    assert lr[-1] == [0.004, 0.004]
+
+
+def test_by_epoch_warmup_scales_each_epochs_regular_lr():
+    # Warmup spans the step at epoch 1: from iteration 7 on it ramps towards 0.01.
+    lr = lrs(StepLrUpdaterHook(step=1, warmup='constant', warmup_iters=10, warmup_ratio=0.5))
+    assert [row[0] for row in lr[5:12]] == pytest.approx(
+        [0.05, 0.05, 0.005, 0.005, 0.005, 0.01, 0.01])
+
+
+def test_one_cycle_float_max_lr_gives_every_group_the_same_lr():
+    lr = lrs(OneCycleLrUpdaterHook(max_lr=0.5, pct_start=0.4))  # peak at update 13
+    assert all(a == b for a, b in lr)
+    assert lr[0][0] == pytest.approx(0.5 / 25) and max(a for a, _ in lr) == pytest.approx(0.5)
+
+
+def test_one_cycle_raises_when_total_steps_is_shorter_than_the_run():
+    with pytest.raises(ValueError, match=r'total_steps \(30\) is shorter than the run '
+                                         r'\(35 optimizer updates\)'):
+        lrs(OneCycleLrUpdaterHook(max_lr=0.5, total_steps=30))
+
+
+def test_one_cycle_total_steps_counts_updates_not_iterations():
+    # 70 iterations at 2 per update: 35 updates, so total_steps=35 is enough.
+    lr = lrs(OneCycleLrUpdaterHook(max_lr=0.5, total_steps=35), cumulative_iters=2,
+             epoch_len=14)
+    assert lr[-1][0] == pytest.approx(0.5 / 25 / 1e4)
+
+
+# -- updates, not iterations ----------------------------------------------------
+def test_micro_steps_do_not_advance_the_schedule():
+    lr = lrs(PolyLrUpdaterHook(by_epoch=False, warmup='linear', warmup_iters=4), epoch_len=8,
+             max_epochs=1, cumulative_iters=4)
+    # 8 iterations, 2 updates: one lr per window of 4 micro-steps.
+    assert lr[:4] == [lr[0]] * 4 and lr[4:] == [lr[4]] * 4 and lr[0] != lr[4]
+
+
+def test_warmup_by_epoch_counts_updates_per_epoch():
+    hook = LinearAnnealingLrUpdaterHook(min_lr=0, by_epoch=False, warmup='linear',
+                                        warmup_iters=1, warmup_by_epoch=True)
+    lrs(hook, epoch_len=6, cumulative_iters=4, max_epochs=2)
+    assert hook.warmup_iters == 1.5  # 6 iterations per epoch, 4 per update
+
+
+@pytest.mark.parametrize('hook, end', [
+    (PolyLrUpdaterHook(power=0.5, min_lr=1e-3, by_epoch=False), 1e-3),
+    (CosineAnnealingLrUpdaterHook(min_lr=1e-3, by_epoch=False), 1e-3),
+    (LinearAnnealingLrUpdaterHook(min_lr_ratio=0.1, by_epoch=False), 0.01),
+    (FlatCosineAnnealingLrUpdaterHook(min_lr=1e-3, by_epoch=False), 1e-3),
+    (OneCycleLrUpdaterHook(max_lr=0.1), 0.1 / 25 / 1e4)])
+def test_schedules_stop_at_their_end_when_updates_overshoot(hook, end):
+    runner = make_runner(make_optimizer(), 5, 7, 35)
+    hook.before_run(runner)
+    runner.num_updates = 50  # more updates than planned (e.g. resumed with another length)
+    hook.before_train_iter(runner)
+    lr = runner.optimizer.param_groups[0]['lr']
+    assert isinstance(lr, float) and lr == pytest.approx(end)
+
+
+def test_cyclic_stays_in_its_last_cycle_past_the_end():
+    runner = make_runner(make_optimizer(), 5, 7, 35)
+    hook = CyclicLrUpdaterHook()
+    hook.before_run(runner)
+    runner.num_updates = 34
+    hook.before_train_iter(runner)
+    last = runner.optimizer.param_groups[0]['lr']
+    runner.num_updates = 40
+    hook.before_train_iter(runner)
+    assert runner.optimizer.param_groups[0]['lr'] == last
+
+
+# -- IterBasedRunner: no before_train_epoch -----------------------------------
+def test_by_epoch_schedule_changes_at_epoch_boundaries_under_iter_runner():
+    lr = lrs(StepLrUpdaterHook(step=1, gamma=0.5), driver='iter', max_epochs=3, epoch_len=4)
+    assert [row[0] for row in lr] == [0.1] * 4 + [0.05] * 4 + [0.025] * 4
+
+
+def test_by_epoch_cosine_under_iter_runner_uses_updates_for_the_run_length():
+    lr = lrs(CosineAnnealingLrUpdaterHook(min_lr=0), driver='iter', max_epochs=4, epoch_len=5)
+    assert [row[0] for row in lr[::5]] == pytest.approx(
+        [0.1 * 0.5 * (1 + math.cos(math.pi * e / 4)) for e in range(4)])
+
+
+def test_warmup_by_epoch_under_iter_runner():
+    hook = FixedLrUpdaterHook(by_epoch=False, warmup='linear', warmup_iters=1,
+                              warmup_ratio=0.5, warmup_by_epoch=True)
+    lr = lrs(hook, driver='iter', max_epochs=2, epoch_len=4)
+    assert [row[0] for row in lr] == pytest.approx(
+        [0.05, 0.0625, 0.075, 0.0875, 0.1, 0.1, 0.1, 0.1])
+
+
+class _Record(Hook):
+    def __init__(self):
+        self.rows = []
+
+    def before_train_iter(self, runner):
+        group = runner.optimizer.param_groups[0]
+        self.rows.append((runner.num_updates, group['lr'], group['momentum']))
+
+
+@pytest.mark.parametrize('by_epoch', [True, False], ids=['EpochBasedRunner', 'IterBasedRunner'])
+def test_real_runners_agree_with_accumulation(make_runner, toy_loader, by_epoch):
+    # 8 batches an epoch, 2 per update: 4 updates an epoch, 12 in all.
+    runner = make_runner(by_epoch=by_epoch, max_len=3 if by_epoch else 24, momentum=0.9)
+    runner.register_hook(GradientCumulativeOptimizerHook(cumulative_iters=2))
+    runner.register_hook(StepLrUpdaterHook(step=1, gamma=0.5, warmup='linear', warmup_iters=1,
+                                           warmup_ratio=0.5, warmup_by_epoch=True))
+    runner.register_hook(CosineAnnealingMomentumUpdaterHook(min_momentum_ratio=0.5,
+                                                            by_epoch=False))
+    record = _Record()
+    runner.register_hook(record)
+    runner.run([toy_loader], [('train', 1)])
+    assert [u for u, _, _ in record.rows] == [i // 2 for i in range(24)]
+    assert [lr for _, lr, _ in record.rows] == pytest.approx(
+        [0.05] * 2 + [0.0625] * 2 + [0.075] * 2 + [0.0875] * 2 + [0.05] * 8 + [0.025] * 8)
+    assert record.rows[-1][2] == pytest.approx(
+        0.45 + 0.225 * (1 + math.cos(math.pi * 11 / 12)))
+
+
+# -- resume, several optimizers -------------------------------------------------
+def test_resume_schedules_from_initial_lr_kept_in_the_optimizer():
+    case = CASES['CosineAnnealing9-iter-linear']
+    optimizer = make_optimizer()
+    runner = make_runner(optimizer, 5, 7, 35)
+    [hook] = build_hooks(case)
+    hook.before_run(runner)
+    for _ in range(20):  # 20 updates, then "save"
+        hook.before_train_iter(runner)
+        runner.num_updates += 1
+        runner.iter += 1
+    resumed = make_optimizer()
+    resumed.load_state_dict(optimizer.state_dict())  # carries initial_lr, lr is mid-schedule
+    runner.optimizer = resumed
+    [fresh] = build_hooks(case)
+    fresh.before_run(runner)
+    assert fresh.base_lr == [0.1, 0.01]
+    fresh.before_train_iter(runner)
+    assert [g['lr'] for g in resumed.param_groups] == pytest.approx(case['lr'][20], rel=1e-12)
+
+
+def test_dict_of_optimizers_is_scheduled_per_optimizer():
+    optimizers = dict(gen=make_optimizer('SGD'), disc=make_optimizer('Adam'))
+    runner = make_runner(optimizers, 5, 7, 35)
+    runner.data_loader = [None] * 7
+    hook = OneCycleLrUpdaterHook(max_lr=dict(gen=0.5, disc=[0.1, 0.2]))
+    hook.before_run(runner)
+    hook.before_train_iter(runner)
+    assert [g['lr'] for g in optimizers['gen'].param_groups] == pytest.approx([0.02, 0.02])
+    assert [g['lr'] for g in optimizers['disc'].param_groups] == pytest.approx([0.004, 0.008])
+    assert set(hook.base_lr) == {'gen', 'disc'}
+
+
+# -- invalid arguments -------------------------------------------------------
+@pytest.mark.parametrize('make, match', [
+    (lambda: FixedLrUpdaterHook(warmup='cosine', warmup_iters=5),
+     r"warmup must be 'constant', 'linear', 'exp' or None"),
+    (lambda: FixedLrUpdaterHook(warmup='linear', warmup_iters=5, warmup_ratio=0),
+     r'warmup_ratio must be in \(0, 1\]'),
+    (lambda: FixedLrUpdaterHook(warmup='linear', warmup_iters=5, warmup_ratio=1.5),
+     r'warmup_ratio must be in \(0, 1\]'),
+    (lambda: FixedLrUpdaterHook(warmup='exp', warmup_iters=0),
+     r'warmup_iters must be a positive number'),
+    (lambda: CosineAnnealingLrUpdaterHook(),
+     r'needs exactly one of min_lr .* and min_lr_ratio .*, got neither\.'),
+    (lambda: CosineAnnealingLrUpdaterHook(min_lr=0, min_lr_ratio=0.1), r'got both\.'),
+    (lambda: LinearAnnealingLrUpdaterHook(), r'got neither'),
+    (lambda: FlatCosineAnnealingLrUpdaterHook(start_percent=1.5, min_lr=0),
+     r'start_percent must be a number between 0 and 1'),
+    (lambda: CosineRestartLrUpdaterHook(periods=[5, 5], restart_weights=[1], min_lr=0),
+     r'must have the same length'),
+    (lambda: StepLrUpdaterHook(step=[2, 0]), r'every entry of step must be a positive'),
+    (lambda: StepLrUpdaterHook(step=0), r'step must be a positive integer'),
+    (lambda: CyclicLrUpdaterHook(by_epoch=True), r'by_epoch=True is not supported'),
+    (lambda: CyclicLrUpdaterHook(step_ratio_up=1.0), r'step_ratio_up must be in \[0, 1\)'),
+    (lambda: OneCycleLrUpdaterHook(max_lr=0.1, by_epoch=True), r'by_epoch=True'),
+    (lambda: OneCycleLrUpdaterHook(max_lr=0.1, anneal_strategy='cosine'),
+     r"anneal_strategy must be 'cos' or 'linear'"),
+    (lambda: OneCycleLrUpdaterHook(max_lr=0.1, pct_start=1.2), r'pct_start must be'),
+    (lambda: OneCycleLrUpdaterHook(max_lr='0.1'), r'max_lr must be a number'),
+])
+def test_invalid_arguments_raise_value_error_with_a_sentence(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_step_of_wrong_type_raises_type_error():
+    with pytest.raises(TypeError, match='step must be an int .* or a list of ints'):
+        StepLrUpdaterHook(step='8')
+
+
+def test_max_lr_list_must_match_the_param_groups():
+    with pytest.raises(ValueError, match='max_lr has 3 values but optimizer SGD has 2'):
+        lrs(OneCycleLrUpdaterHook(max_lr=[0.1, 0.2, 0.3]))
+
+
+def test_cosine_restart_periods_shorter_than_the_run_say_so():
+    with pytest.raises(ValueError, match='past the end of the periods'):
+        lrs(CosineRestartLrUpdaterHook(periods=[2, 2], min_lr=0))
+
+
+def test_config_error_names_the_config_key():
+    with pytest.raises(ConfigError, match='lr_config.*got neither'):
+        build_training_hooks(lr_config=dict(policy='CosineAnnealing'), timer_config=None)
+
+
+def test_base_class_needs_a_policy():
+    with pytest.raises(NotImplementedError, match='must implement get_lr'):
+        lrs(LrUpdaterHook())
+
+
+def test_lr_is_a_python_float_not_a_tensor():
+    lr = lrs(PolyLrUpdaterHook(by_epoch=False))
+    assert all(type(v) is float for row in lr for v in row)
+    assert not any(isinstance(v, torch.Tensor) for row in lr for v in row)
