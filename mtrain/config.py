@@ -27,9 +27,10 @@ KNOWN_KEYS = (
     'load_from', 'resume_from', 'work_dir', 'seed', 'custom_imports', 'batch_processor',
     'fp16', 'model_wrapper', 'device', 'total_epochs', 'deterministic', 'auto_resume',
     'compile', 'channels_last', 'nan_policy', 'data_root',
+    'dist_params', 'find_unused_parameters', 'sync_bn',  # read when distributed
     # OpenMMLab 1.x runtime keys that are accepted and have no effect here:
-    'dist_params', 'log_level', 'opencv_num_threads', 'mp_start_method', 'auto_scale_lr',
-    'gpu_ids', 'find_unused_parameters', 'cudnn_benchmark', 'gpu_id', 'filename')
+    'log_level', 'opencv_num_threads', 'mp_start_method', 'auto_scale_lr',
+    'gpu_ids', 'cudnn_benchmark', 'gpu_id', 'filename')
 
 #: Keys of ``data`` that are not datasets.
 DATA_KEYS = ('samples_per_gpu', 'workers_per_gpu', 'train', 'val', 'test', 'train_dataloader',
@@ -64,7 +65,10 @@ def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Conf
         raise ConfigError(f'cannot read the config: {type(e).__name__}: {e}',
                           filename=path) from e
     if cfg_options:
+        old_root = cfg.get('data_root')
         apply_cfg_options(cfg, cfg_options, path)
+        if 'data_root' in cfg_options:
+            rebase_data_root(cfg.get('data'), old_root, cfg.get('data_root'))
     check_config(cfg, path)
     return cfg
 
@@ -105,6 +109,29 @@ def apply_cfg_options(cfg: Config, options: Dict[str, Any], path: str) -> None:
         raise ConfigError(f'--cfg-options could not be applied ({type(e).__name__}: {e}); '
                           'use key=value with dotted keys and list indices, e.g. '
                           'custom_hooks.0.priority=30', key=key, filename=path) from e
+
+
+def rebase_data_root(node: Any, old_root: Any, new_root: Any) -> Any:
+    """Move the paths in ``data`` that start with the config's ``data_root`` to the new one.
+
+    A config computes its dataset paths when it is read (``root=data_root +
+    '/train'``), before ``--cfg-options data_root=/new`` is applied; this
+    rewrites those strings in place so the one key moves every dataset.
+    Returns the (possibly new) value of ``node``.
+    """
+    if not (isinstance(old_root, str) and old_root and isinstance(new_root, str)):
+        return node
+    if isinstance(node, str):
+        rest = node[len(old_root):]
+        if node.startswith(old_root) and (not rest or old_root.endswith('/') or rest[0] == '/'):
+            rest = rest.lstrip('/')
+            return osp.join(new_root, rest) if rest else new_root
+        return node
+    items = node.items() if isinstance(node, dict) else enumerate(node) \
+        if isinstance(node, list) else ()
+    for key, value in list(items):
+        node[key] = rebase_data_root(value, old_root, new_root)
+    return node
 
 
 def check_config(cfg: Config, path: Optional[str] = None) -> None:

@@ -40,6 +40,11 @@ HOOKS = _registry('hook', MME_HOOKS, 'mtrain.hooks')
 BATCH_PROCESSORS = _registry('batch processor', None, 'mtrain.processors')
 RUNNERS = _registry('runner', MME_RUNNERS, 'mtrain.runner')
 MODEL_WRAPPERS = _registry('model wrapper', MME_MODEL_WRAPPERS, 'mtrain.parallel')
+# torchvision's model builders, named 'torchvision.<builder>' (mmengine's scope
+# syntax): filled on the first such lookup, so torchvision is imported only
+# when a config names one of its models.
+TORCHVISION_MODELS = Registry('torchvision model', parent=MODELS, scope='torchvision',
+                              locations=['mtrain.models.torchvision_models'])
 
 
 def registered_names(registry: Registry) -> list:
@@ -57,10 +62,14 @@ def lookup(type_name: str, registry: Registry, key: str) -> type:
     registry.import_from_location()
     obj_cls = registry.get(type_name)
     if obj_cls is None:
+        candidates = registered_names(registry)
+        scope = Registry.split_scope_key(type_name)[0]
+        if scope in registry.children:  # e.g. 'torchvision.resnet19'
+            candidates = [f'{scope}.{n}' for n in registry.children[scope].module_dict]
         raise ConfigError(
             f"'{type_name}' is not a registered {registry.name} in mtrain's "
             f"{registry.name.upper().replace(' ', '_')} registry."
-            f'{did_you_mean(type_name, registered_names(registry))} If it is your own '
+            f'{did_you_mean(type_name, candidates)} If it is your own '
             "class, register it with @<REGISTRY>.register_module() and load its module "
             "with custom_imports=dict(imports=['your.module']).", key=f'{key}.type')
     return obj_cls
@@ -97,7 +106,11 @@ def build(cfg: Dict[str, Any], registry: Registry, key: str,
     _check_keywords(obj_cls, args, key)
     try:
         return obj_cls(**args)
-    except ConfigError:
+    except ConfigError as e:
+        if e.key is not None and not e.key.startswith(key):
+            # Raised by a build nested in this one (a pipeline step, a backbone):
+            # its key is relative to this node, so prefix this node's path.
+            raise ConfigError(e.message, key=f'{key}.{e.key}', filename=e.filename) from e
         raise
     except (TypeError, ValueError, KeyError, AssertionError) as e:
         name = getattr(obj_cls, '__name__', str(obj_cls))

@@ -8,10 +8,13 @@ import signal
 import sys
 import time
 
+from torch.distributed.elastic.multiprocessing.errors import record
+
 from mtrain.config import load_config, parse_cfg_options
 from mtrain.hooks import NonFiniteLossError
 from mtrain.runner import CheckpointError, Preempted, build_runner
-from mtrain.utils import ConfigError, get_logger, set_random_seed
+from mtrain.utils import (ConfigError, broadcast_object, destroy_dist, get_logger, init_dist,
+                          is_main_process, report_failure, set_random_seed)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -33,6 +36,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='allow loading checkpoints that hold arbitrary pickled objects '
                         '(only for files you trust: loading them can run code)')
     parser.add_argument('--debug', action='store_true', help='show tracebacks for config errors')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
+                        help='how the processes were started: none (one process), pytorch '
+                        '(torchrun, see tools/dist_train.sh) or slurm (srun, see '
+                        'tools/slurm_train.sh)')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0,
+                        help=argparse.SUPPRESS)  # passed by the legacy torch.distributed.launch
     return parser.parse_args(argv)
 
 
@@ -45,17 +54,22 @@ def train(args: argparse.Namespace) -> None:
             cfg[key] = value
     if args.auto_resume:
         cfg.auto_resume = True
+    distributed = args.launcher != 'none'
+    if distributed:  # before anything is built: the rank decides the GPU and the logging
+        init_dist(args.launcher, **cfg.get('dist_params', {}))
     prepare_work_dir(work_dir)
-    cfg.dump(osp.join(work_dir, osp.basename(args.config)))
+    if is_main_process():
+        cfg.dump(osp.join(work_dir, osp.basename(args.config)))
     timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
     logger = get_logger(log_file=osp.join(work_dir, f'{timestamp}.log'))
     seed = args.seed if args.seed is not None else cfg.get('seed')
     if seed is None:
-        seed = random.randint(0, 2**31 - 1)
+        seed = broadcast_object(random.randint(0, 2**31 - 1))  # one seed for all ranks
     set_random_seed(seed, deterministic=args.deterministic or cfg.get('deterministic', False))
     logger.info(f'Set random seed to {seed}, deterministic: {args.deterministic}')
     try:
         runner, loaders, workflow = build_runner(cfg, work_dir, logger, seed=seed,
+                                                 distributed=distributed,
                                                  validate=not args.no_validate,
                                                  trust_checkpoint=args.trust_checkpoint)
     except ConfigError as e:
@@ -80,21 +94,28 @@ def prepare_work_dir(work_dir: str) -> None:
                           'another with --work-dir or free some space', key='work_dir') from e
 
 
+@record  # under torchrun: this rank's traceback becomes the job's reported root cause
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         train(args)
     except (ConfigError, CheckpointError) as e:
+        report_failure(e)  # distributed: the other ranks stop now, naming this error
         if args.debug:
             raise
         print(f'error: {e}\n(run with --debug for the traceback)', file=sys.stderr)
         return 2
     except NonFiniteLossError as e:
+        report_failure(e)
         print(f'error: {e}', file=sys.stderr)
         return 1
-    except Preempted as e:
+    except Preempted as e:  # every rank got the signal: each stops on its own
         print(str(e).replace('CONFIG', args.config), file=sys.stderr)
         return 128 + signal.Signals[e.signal_name].value
+    except BaseException as e:
+        report_failure(e)
+        raise
+    destroy_dist()
     return 0
 
 

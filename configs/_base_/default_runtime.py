@@ -5,6 +5,7 @@ custom_hooks = []
 workflow = [('train', 1)]
 load_from = None
 resume_from = None
-# OpenMMLab 1.x runtime keys, accepted for compatibility (no effect on one process).
-dist_params = dict(backend='gloo')
+# Read by --launcher pytorch/slurm only; backend defaults to nccl on CUDA, gloo on the CPU.
+dist_params = dict()
+# OpenMMLab 1.x runtime key, accepted for compatibility (no effect).
 log_level = 'INFO'

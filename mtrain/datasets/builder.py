@@ -46,6 +46,8 @@ def build_dataloader(dataset: Any, samples_per_gpu: int, workers_per_gpu: int,
             kwargs['prefetch_factor'] = prefetch_factor
     if pin_memory is None:
         pin_memory = torch.cuda.is_available()
+    # A dataset whose items need their own batching (one batch per task) brings its collate.
+    kwargs.setdefault('collate_fn', getattr(dataset, 'collate_fn', None))
     return DataLoader(dataset, batch_size=samples_per_gpu, sampler=sampler,
                       num_workers=workers_per_gpu, pin_memory=pin_memory,
                       drop_last=drop_last, **kwargs)

@@ -3,7 +3,9 @@
 from . import lr_updater, momentum_updater
 from .checkpoint import CheckpointHook
 from .early_stopping import EarlyStoppingHook
+from .ema import EMAHook
 from .evaluation import EvalHook
+from .fp16 import Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook
 from .hook import STAGES, Hook
 from .iter_timer import IterTimerHook
 from .logger import LoggerHook, TextLoggerHook
@@ -12,9 +14,12 @@ from .momentum_updater import *  # noqa: F401,F403
 from .nan_guard import NanGuardHook, NonFiniteLossError
 from .optimizer import GradientCumulativeOptimizerHook, OptimizerHook
 from .sampler_seed import DistSamplerSeedHook
+from .torch_lr import TorchLrUpdaterHook
 
 __all__ = [
-    'STAGES', 'CheckpointHook', 'DistSamplerSeedHook', 'EarlyStoppingHook', 'EvalHook',
+    'STAGES', 'CheckpointHook', 'DistSamplerSeedHook', 'EarlyStoppingHook', 'EMAHook',
+    'EvalHook', 'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook',
     'GradientCumulativeOptimizerHook', 'Hook', 'IterTimerHook', 'LoggerHook',
-    'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'TextLoggerHook'
+    'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'TextLoggerHook',
+    'TorchLrUpdaterHook'
 ] + lr_updater.__all__ + momentum_updater.__all__

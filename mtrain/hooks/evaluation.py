@@ -26,7 +26,9 @@ class EvalHook(Hook):
 
     The dataset scores the predictions: ``dataset.evaluate(predictions,
     metric=..., logger=...)`` returns ``{name: value}`` (the mmcls/mmdet 1.x
-    convention), so any dataset with that method can be evaluated.
+    convention), so any dataset with that method can be evaluated. If its
+    ``evaluate`` has an ``out_dir`` argument it also gets the work dir and a
+    ``tag`` such as ``'epoch_3'``, to write plots (a confusion matrix) there.
 
     Args:
         dataloader: the val loader (built from ``data.val``).
@@ -88,11 +90,13 @@ class EvalHook(Hook):
         return collect_results(torch.cat(chunks), len(self.dataloader.dataset))
 
     def evaluate(self, runner) -> Dict[str, float]:
+        runner.call_hook('before_evaluation')
         predictions = self.predict(runner)
         results: Dict[str, float] = {}
         if runner.rank == 0:
             results = self.dataloader.dataset.evaluate(
-                predictions, metric=self.metric, logger=runner.logger, **self.eval_kwargs)
+                predictions, metric=self.metric, logger=runner.logger,
+                **self._output_kwargs(runner), **self.eval_kwargs)
         results = broadcast_object(results)
         runner.log_buffer.output.update(results)
         runner.log_buffer.ready = True
@@ -101,6 +105,14 @@ class EvalHook(Hook):
         if self.save_best:
             self._keep_best(runner, results)
         return results
+
+    def _output_kwargs(self, runner) -> Dict[str, str]:
+        """``out_dir`` (the work dir) and ``tag`` for datasets whose ``evaluate`` writes plots."""
+        evaluate = self.dataloader.dataset.evaluate
+        if runner.work_dir is None or 'out_dir' not in inspect.signature(evaluate).parameters:
+            return {}
+        unit, number = ('epoch', runner.epoch + 1) if self.by_epoch else ('iter', runner.iter + 1)
+        return {'out_dir': runner.work_dir, 'tag': f'{unit}_{number}'}
 
     def _keep_best(self, runner, results: Dict[str, float]) -> None:
         key = next(iter(results)) if self.save_best == 'auto' else self.save_best

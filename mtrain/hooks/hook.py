@@ -8,11 +8,15 @@ A runner calls its hooks at fixed points, in priority order (lower first)::
         for each batch:
             before_train_iter
             batch processor: forward, losses          -> runner.outputs
+                before_forward, after_forward         (around each model forward)
             after_train_iter                          (OptimizerHook: backward, step)
+                before_backward, after_backward       (around each backward)
+                before_optimizer_step                 (grads complete and unscaled)
         after_train_epoch
         (the same four points with ``val`` for a val workflow phase)
     after_run
 
+    before_evaluation        (before EvalHook runs inference, e.g. to swap in EMA weights)
     after_evaluation         (after EvalHook scored the model: runner.eval_results)
     before_save_checkpoint   (whenever a checkpoint is about to be written)
 
@@ -42,10 +46,11 @@ from typing import Any, Dict, List
 
 #: Every point a runner calls, in the order of a run.
 STAGES = (
-    'before_run', 'before_epoch', 'before_train_epoch', 'before_train_iter', 'after_train_iter',
-    'after_train_epoch', 'before_val_epoch', 'before_val_iter', 'after_val_iter',
-    'after_val_epoch', 'after_epoch', 'after_evaluation', 'before_save_checkpoint',
-    'after_run')
+    'before_run', 'before_epoch', 'before_train_epoch', 'before_train_iter', 'before_forward',
+    'after_forward', 'before_backward', 'after_backward', 'before_optimizer_step',
+    'after_train_iter', 'after_train_epoch', 'before_val_epoch', 'before_val_iter',
+    'after_val_iter', 'after_val_epoch', 'after_epoch', 'before_evaluation', 'after_evaluation',
+    'before_save_checkpoint', 'after_run')
 
 # Which generic method each stage falls back to (mmcv 1.x semantics).
 _FALLBACK = {
@@ -103,6 +108,27 @@ class Hook:
 
     def after_val_iter(self, runner) -> None:
         self.after_iter(runner)
+
+    # The points inside a training iteration. A batch processor that runs several
+    # batches per step (MultiBatchProcessor) calls the first four once per batch;
+    # it exposes the batch being processed as ``runner.batch_processor.current``.
+    def before_forward(self, runner) -> None:
+        pass
+
+    def after_forward(self, runner) -> None:
+        pass
+
+    def before_backward(self, runner) -> None:
+        pass
+
+    def after_backward(self, runner) -> None:
+        pass
+
+    def before_optimizer_step(self, runner) -> None:
+        """Called once the step's gradients are complete (unscaled under fp16), before clipping."""
+
+    def before_evaluation(self, runner) -> None:
+        """Called before an evaluation hook runs inference."""
 
     def after_evaluation(self, runner) -> None:
         """Called after an evaluation hook scored the model (``runner.eval_results``)."""

@@ -8,7 +8,7 @@ import numbers
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ..registry import HOOKS
-from .lr_updater import LrUpdaterHook
+from .lr_base import LrUpdaterHook
 from .schedule_math import (anneal_func, check_pct_start, cyclic_phases, cyclic_value,
                             normalize_target_ratio, one_cycle_ends, one_cycle_phase, per_group)
 

@@ -72,10 +72,17 @@ class OptimizerHook(Hook):
         if self.detect_anomalous_params:
             log_anomalous_params(loss, runner.model.module, runner.logger)
         factor = self.loss_factor(runner)
-        (loss / factor if factor != 1 else loss).backward()
+        runner.call_hook('before_backward')
+        self.scale_loss(loss / factor if factor != 1 else loss).backward()
+        runner.call_hook('after_backward')
+
+    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """What is backpropagated for ``loss`` (Fp16OptimizerHook multiplies by the scale)."""
+        return loss
 
     def step(self, runner) -> None:
         """Clip, step, clear the grads and count the update."""
+        runner.call_hook('before_optimizer_step')
         if self.grad_clip is not None:
             grad_norm = self.clip_grads()
             if grad_norm is not None:

@@ -194,6 +194,7 @@ def one_cycle_ends(pct_start: float, total: int, three_phase: bool) -> List[floa
 
 
 def check_pct_start(owner: str, pct_start: Any) -> float:
+    """``pct_start`` of a one-cycle schedule: a number in [0, 1]."""
     if (not isinstance(pct_start, numbers.Real) or isinstance(pct_start, bool)
             or not 0 <= pct_start <= 1):
         raise ValueError(f'{owner}: pct_start must be a number between 0 and 1, '

@@ -2,6 +2,8 @@
 
 from .basic import BasicBatchProcessor
 from .losses import parse_losses
+from .multi_batch import MicroBatch, MultiBatchProcessor
 from .to_device import batch_size, to_device
 
-__all__ = ['BasicBatchProcessor', 'batch_size', 'parse_losses', 'to_device']
+__all__ = ['BasicBatchProcessor', 'MicroBatch', 'MultiBatchProcessor', 'batch_size',
+           'parse_losses', 'to_device']

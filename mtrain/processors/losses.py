@@ -25,7 +25,7 @@ def parse_losses(output: Any) -> Tuple[torch.Tensor, Dict[str, Any]]:
     log_vars: Dict[str, Any] = {}
     for name, value in output.items():
         if isinstance(value, torch.Tensor):
-            log_vars[name] = value.mean()
+            log_vars[name] = value if value.dim() == 0 else value.mean()  # no op for a scalar
         elif isinstance(value, (list, tuple)) and all(isinstance(v, torch.Tensor) for v in value):
             log_vars[name] = sum(v.mean() for v in value)
         elif isinstance(value, numbers.Number):
@@ -37,7 +37,9 @@ def parse_losses(output: Any) -> Tuple[torch.Tensor, Dict[str, Any]]:
     if not loss_terms:
         raise KeyError(f"the model returned no entry whose key contains 'loss' (keys: "
                        f'{sorted(output)}); name at least one loss term e.g. loss_cls')
-    loss = sum(loss_terms)
+    loss = loss_terms[0]
+    for term in loss_terms[1:]:  # not sum(): that adds a 0 first, one more op per step
+        loss = loss + term
     log_vars['loss'] = loss
     log_vars = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in log_vars.items()}
     return loss, log_vars

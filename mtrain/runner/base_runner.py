@@ -27,7 +27,7 @@ from ..hooks.optimizer import OptimizerHook
 from ..parallel import ModelWrapper
 from ..processors import BasicBatchProcessor
 from .. import __version__
-from ..utils import Priority, get_dist_info, get_logger, get_priority
+from ..utils import Priority, all_reduce_mean, get_dist_info, get_logger, get_priority
 from .checkpoint import (CheckpointError, load_checkpoint_file, save_checkpoint_file,
                          update_latest_link, weights_to_cpu)
 from .log_buffer import LogBuffer
@@ -81,7 +81,7 @@ class BaseRunner:
         self.should_stop = False  # set by a hook (early stopping) to end the run cleanly
         self.preempted_by: Optional[str] = None  # the signal that asked the run to stop
         # How logged sums are combined over ranks at a log interval (None: one process).
-        self.reduce_log_values = None
+        self.reduce_log_values = all_reduce_mean if self.world_size > 1 else None
         self._hooks: List[Hook] = []
         self._stage_hooks: Dict[str, List[Hook]] = {s: [] for s in STAGES}
         self._epoch = 0
@@ -233,14 +233,14 @@ class BaseRunner:
         ckpt = {
             'meta': dict(self.meta, epoch=progress['epoch'], iter=progress['iter'],
                          time=time.asctime(), mtrain_version=__version__),
-            'state_dict': weights_to_cpu(self.model.module.state_dict()),
+            'state_dict': weights_to_cpu(_model_state(self.model)),
             'progress': dict(progress, num_updates=self.num_updates),
             'hooks': hook_states,
             'log_buffer': self.log_buffer.state_dict(),
             'rng': get_rng_state(),
         }
         if save_optimizer and self.optimizer is not None:
-            ckpt['optimizer'] = self.optimizer.state_dict()
+            ckpt['optimizer'] = _optimizer_state(self.model, self.optimizer)
         return ckpt
 
     def _named_hook_states(self):
@@ -258,6 +258,8 @@ class BaseRunner:
         (``epoch_{}.pth``) or iterations (a template containing ``iter``).
         """
         if self.rank != 0:
+            if getattr(self.model, 'collective_checkpoint', False):
+                self.state_dict(save_optimizer)  # FSDP: gathering the weights takes every rank
             return None
         tmpl = filename_tmpl or self.default_ckpt_tmpl
         progress = self._progress()
@@ -298,7 +300,7 @@ class BaseRunner:
         self._resume_point = {k: progress[k] for k in ('epoch', 'inner_iter', 'iter')}
         self.num_updates = progress['num_updates']
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
-            self.optimizer.load_state_dict(ckpt['optimizer'])
+            _load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])
         states = dict(self._named_hooks())
         for key, state in ckpt.get('hooks', {}).items():
             if key in states:
@@ -330,6 +332,26 @@ class Preempted(RuntimeError):
         super().__init__(f'training stopped by {signal_name} after iteration {iteration}{where}. '
                          'Resume with: python tools/train.py CONFIG --auto-resume '
                          '(or --resume-from the checkpoint)')
+
+
+# A wrapper that shards the model (FSDP) gathers and scatters its states itself.
+def _model_state(model: nn.Module) -> Dict[str, Any]:
+    gather = getattr(model, 'checkpoint_state_dict', None)
+    return gather() if gather is not None else model.module.state_dict()
+
+
+def _optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
+    gather = getattr(model, 'optimizer_state_dict', None)
+    return gather(optimizer) if gather is not None else optimizer.state_dict()
+
+
+def _load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer,
+                          state: Dict[str, Any]) -> None:
+    scatter = getattr(model, 'load_optimizer_state_dict', None)
+    if scatter is not None:
+        scatter(optimizer, state)
+    else:
+        optimizer.load_state_dict(state)
 
 
 def _model_device(model: nn.Module) -> torch.device:

@@ -18,7 +18,7 @@ from ..datasets import build_dataloader
 from ..hooks import DistSamplerSeedHook, EvalHook
 from ..optim import build_optimizer
 from ..registry import (BATCH_PROCESSORS, DATASETS, HOOKS, MODEL_WRAPPERS, MODELS, RUNNERS,
-                        build)
+                        TRANSFORMS, build)
 from ..utils import ConfigError, get_dist_info
 from .base_runner import BaseRunner
 from .checkpoint import find_latest_valid
@@ -38,13 +38,12 @@ def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = No
     optimizer = build_optimizer(model, _required(cfg, 'optimizer'))
     workflow = _workflow(cfg)
     data_loaders = [_loader(cfg, 'train' if mode == 'train' else 'val', seed) for mode, _ in workflow]
-    processor = build(cfg.get('batch_processor', dict(type='BasicBatchProcessor')),
-                      BATCH_PROCESSORS, 'batch_processor')
+    processor = _batch_processor(cfg)
     runner = build(_runner_cfg(cfg), RUNNERS, 'runner', default_args=dict(
         model=model, optimizer=optimizer, batch_processor=processor, work_dir=work_dir,
         logger=logger, meta=_meta(cfg, seed)))
     runner.register_training_hooks(
-        lr_config=cfg.get('lr_config'), optimizer_config=cfg.get('optimizer_config', {}),
+        lr_config=cfg.get('lr_config'), optimizer_config=_optimizer_hook_cfg(cfg),
         checkpoint_config=cfg.get('checkpoint_config'), log_config=cfg.get('log_config'),
         momentum_config=cfg.get('momentum_config'), custom_hooks_config=cfg.get('custom_hooks'))
     runner.register_hook(DistSamplerSeedHook())
@@ -94,6 +93,49 @@ def _eval_hook(cfg: Config, seed: Optional[int]) -> EvalHook:
                  default_args=dict(dataloader=_loader(cfg, 'val', seed)))
 
 
+def _batch_processor(cfg: Config) -> Any:
+    """``batch_processor`` (default: BasicBatchProcessor), its transforms built from TRANSFORMS."""
+    proc = dict(cfg.get('batch_processor') or dict(type='BasicBatchProcessor'))
+    if proc.get('batch_transforms'):
+        proc['batch_transforms'] = [
+            build(t, TRANSFORMS, f'batch_processor.batch_transforms.{i}') if isinstance(t, dict)
+            else t for i, t in enumerate(proc['batch_transforms'])]
+    return build(proc, BATCH_PROCESSORS, 'batch_processor')
+
+
+# The mixed-precision version of each optimizer hook (mmcv 1.x's `fp16` key).
+_FP16_HOOKS = {'OptimizerHook': 'Fp16OptimizerHook', 'Fp16OptimizerHook': 'Fp16OptimizerHook',
+               'GradientCumulativeOptimizerHook': 'GradientCumulativeFp16OptimizerHook',
+               'GradientCumulativeFp16OptimizerHook': 'GradientCumulativeFp16OptimizerHook'}
+
+
+def _optimizer_hook_cfg(cfg: Config) -> Any:
+    """``optimizer_config``, made mixed-precision when ``fp16 = dict(...)`` is set.
+
+    ``fp16 = dict(loss_scale=512.)`` (or ``dtype='bfloat16'``) turns
+    OptimizerHook into Fp16OptimizerHook and GradientCumulativeOptimizerHook
+    into GradientCumulativeFp16OptimizerHook, with the fp16 keys as arguments.
+    """
+    optimizer_config = cfg.get('optimizer_config', {})
+    fp16 = cfg.get('fp16')
+    if fp16 is None:
+        return optimizer_config
+    if not isinstance(fp16, dict):
+        raise ConfigError(f"fp16 must be a dict such as dict(loss_scale='dynamic'), or None "
+                          f'for full precision; got {fp16!r}', key='fp16')
+    hook_cfg = dict(optimizer_config or {})
+    hook_type = hook_cfg.pop('type', 'OptimizerHook')
+    if hook_type not in _FP16_HOOKS:
+        raise ConfigError(f"fp16 is set but optimizer_config.type is '{hook_type}', which has no "
+                          'mixed-precision version; use OptimizerHook or '
+                          'GradientCumulativeOptimizerHook, or set fp16=None',
+                          key='optimizer_config.type')
+    both = sorted(set(hook_cfg) & set(fp16))
+    if both:
+        raise ConfigError(f'{both} given in both fp16 and optimizer_config; keep one', key='fp16')
+    return dict(type=_FP16_HOOKS[hook_type], **hook_cfg, **fp16)
+
+
 def _workflow(cfg: Config) -> List[Tuple[str, int]]:
     workflow = [tuple(flow) for flow in cfg.get('workflow', [('train', 1)])]
     for flow in workflow:
@@ -122,8 +164,9 @@ def _wrap(model: torch.nn.Module, cfg: Config, distributed: bool) -> torch.nn.Mo
     wrapper = dict(cfg.get('model_wrapper') or {})
     if distributed:
         wrapper.setdefault('type', 'MTDistributedDataParallel')
-        if cfg.get('find_unused_parameters') is not None:
-            wrapper.setdefault('find_unused_parameters', cfg.find_unused_parameters)
+        for key in ('find_unused_parameters', 'sync_bn'):  # top-level keys, as in mmdet 2.x
+            if cfg.get(key) is not None:
+                wrapper.setdefault(key, cfg[key])
     else:
         wrapper = dict(type='ModelWrapper')  # DDP options mean nothing in one process
     return build(wrapper, MODEL_WRAPPERS, 'model_wrapper', default_args=dict(module=model))

@@ -8,6 +8,7 @@ once averaged, and a key that nobody averages is folded into one entry every
 ``max_pending`` updates.
 """
 
+import math
 from typing import Any, Dict, List, Tuple, Union
 
 import torch
@@ -52,14 +53,26 @@ class LogBuffer:
         total, count = self._weighted_sum(key)
         self._values[key], self._counts[key] = [total / count], [count]
 
-    def _weighted_sum(self, key: str) -> Tuple[torch.Tensor, int]:
+    def _weighted_sum(self, key: str) -> Tuple[Union[float, torch.Tensor], int]:
+        """The count-weighted sum of ``key``'s values and the total count.
+
+        A float when every value is a number (host timings); else a float64
+        tensor on the values' device, computed with one ``stack`` (no host sync).
+        """
         values, counts = self._values[key], self._counts[key]
-        device = next((v.device for v in values if isinstance(v, torch.Tensor)),
-                      torch.device('cpu'))
-        stacked = torch.stack([torch.as_tensor(v, device=device).reshape(()).to(torch.float64)
-                               for v in values])
-        weights = torch.tensor(counts, dtype=torch.float64, device=device)
-        return (stacked * weights).sum(), sum(counts)
+        tensors = [v.reshape(()) if v.dim() else v for v in values if isinstance(v, torch.Tensor)]
+        numbers = math.fsum(float(v) * c for v, c in zip(values, counts)
+                            if not isinstance(v, torch.Tensor))
+        if not tensors:
+            return numbers, sum(counts)
+        weights = [c for v, c in zip(values, counts) if isinstance(v, torch.Tensor)]
+        stacked = torch.stack(tensors).to(torch.float64)
+        if all(w == weights[0] for w in weights):  # the usual case: a fixed batch size
+            total = stacked.sum() * weights[0]
+        else:
+            total = (stacked * torch.tensor(weights, dtype=torch.float64,
+                                            device=stacked.device)).sum()
+        return (total + numbers if numbers else total), sum(counts)
 
     def average(self, reduce_fn=None) -> None:
         """Put the weighted mean of every key since the last average into ``output``.
@@ -75,12 +88,21 @@ class LogBuffer:
         if not keys:
             return
         sums, counts = zip(*(self._weighted_sum(k) for k in keys))
-        device = sums[0].device
-        sums = torch.stack([s.to(device) for s in sums])
-        counts = torch.tensor(counts, dtype=torch.float64, device=device)
-        if reduce_fn is not None:
-            sums, counts = reduce_fn(sums), reduce_fn(counts)
-        means = (sums / counts).tolist()  # the one host sync per log interval
+        is_tensor = [isinstance(s, torch.Tensor) for s in sums]
+        device = next((s.device for s in sums if isinstance(s, torch.Tensor)), torch.device('cpu'))
+        if reduce_fn is not None:  # every key goes through the all-reduce, in one tensor
+            is_tensor = [True] * len(keys)
+        on_device = [i for i, t in enumerate(is_tensor) if t]
+        means = [s / c for s, c in zip(sums, counts)]  # numbers; tensors are replaced below
+        if on_device:
+            stacked = torch.stack([torch.as_tensor(sums[i], dtype=torch.float64, device=device)
+                                   for i in on_device])
+            totals = torch.tensor([counts[i] for i in on_device], dtype=torch.float64,
+                                  device=device)
+            if reduce_fn is not None:
+                stacked, totals = reduce_fn(stacked), reduce_fn(totals)
+            for i, mean in zip(on_device, (stacked / totals).tolist()):  # the one host sync
+                means[i] = mean
         self.output.update(zip(keys, means))
         self.ready = True
         self._values.clear()
@@ -99,7 +121,7 @@ class LogBuffer:
         state: Dict[str, Any] = {'values': {}, 'counts': {}}
         for key in self._values:
             total, count = self._weighted_sum(key)
-            state['values'][key] = (total / count).cpu()
+            state['values'][key] = torch.as_tensor(total / count, dtype=torch.float64).cpu()
             state['counts'][key] = count
         return state
 

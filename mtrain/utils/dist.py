@@ -1,4 +1,7 @@
-"""Rank and world size without requiring torch.distributed to be initialised."""
+"""Rank and world size, and the few collectives mtrain needs (no-ops in one process).
+
+Joining a process group is :func:`mtrain.utils.launch.init_dist`.
+"""
 
 import functools
 from typing import Any, Callable, Tuple
@@ -30,6 +33,27 @@ def master_only(func: Callable) -> Callable:
     return wrapper
 
 
+def comm_device() -> torch.device:
+    """Where tensors must be for a collective: the current GPU under NCCL, else the CPU."""
+    if dist.get_backend() == 'nccl':
+        return torch.device('cuda', torch.cuda.current_device())
+    return torch.device('cpu')
+
+
+def all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
+    """The mean of ``tensor`` over all ranks (a new tensor on ``tensor``'s device).
+
+    The log buffer's ``reduce_fn``: it reduces its sums and counts with this at
+    a log interval only, so logged losses are means over all ranks' samples.
+    """
+    world_size = get_dist_info()[1]
+    if world_size == 1:
+        return tensor
+    reduced = tensor.detach().to(comm_device(), copy=True)
+    dist.all_reduce(reduced)
+    return reduced.div_(world_size).to(tensor.device)
+
+
 def collect_results(part: torch.Tensor, size: int) -> torch.Tensor:
     """Every rank's predictions, in dataset order, without sampler padding.
 
@@ -41,8 +65,17 @@ def collect_results(part: torch.Tensor, size: int) -> torch.Tensor:
     rank, world_size = get_dist_info()
     if world_size == 1:
         return part[:size].cpu()
-    gathered = [torch.empty_like(part) for _ in range(world_size)]
-    dist.all_gather(gathered, part.contiguous())
+    device = comm_device()
+    lengths = [torch.zeros(1, dtype=torch.long, device=device) for _ in range(world_size)]
+    dist.all_gather(lengths, torch.tensor([len(part)], device=device))
+    lengths = [int(n) for n in lengths]
+    if len(set(lengths)) != 1 or lengths[0] * world_size < size:
+        raise RuntimeError(
+            f'[collect_results] ranks hold {lengths} predictions for {size} samples; expected '
+            f'{-(-size // world_size)} on every rank, as DistributedSampler(shuffle=False, '
+            'drop_last=False) gives. Evaluate with the loader mtrain builds for data.val/test.')
+    gathered = [torch.empty_like(part, device=device) for _ in range(world_size)]
+    dist.all_gather(gathered, part.to(device).contiguous())
     ordered = torch.stack(gathered, dim=1).reshape(-1, *part.shape[1:])
     return ordered[:size].cpu()
 

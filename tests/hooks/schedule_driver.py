@@ -16,9 +16,7 @@ from typing import Any, Dict, List, Optional
 import torch
 from torch import nn
 
-from mtrain.hooks.lr_cyclic import *  # noqa: F401,F403  (registers the policies)
-from mtrain.hooks.lr_updater import *  # noqa: F401,F403
-from mtrain.hooks.momentum_updater import *  # noqa: F401,F403
+import mtrain.hooks  # noqa: F401  (registers the policies)
 from mtrain.registry import HOOKS, build
 from mtrain.utils import get_priority
 

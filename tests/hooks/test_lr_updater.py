@@ -8,11 +8,12 @@ from schedule_driver import (build_hooks, column, drive_epochs, drive_iters, loa
                              make_optimizer, make_runner, run_case)
 
 from mtrain.hooks import GradientCumulativeOptimizerHook, Hook
-from mtrain.hooks.lr_cyclic import CyclicLrUpdaterHook, OneCycleLrUpdaterHook
+from mtrain.hooks import lr_updater
 from mtrain.hooks.lr_updater import (CosineAnnealingLrUpdaterHook, CosineRestartLrUpdaterHook,
-                                     FixedLrUpdaterHook, FlatCosineAnnealingLrUpdaterHook,
+                                     CyclicLrUpdaterHook, FixedLrUpdaterHook,
+                                     FlatCosineAnnealingLrUpdaterHook,
                                      LinearAnnealingLrUpdaterHook, LrUpdaterHook,
-                                     PolyLrUpdaterHook, StepLrUpdaterHook)
+                                     OneCycleLrUpdaterHook, PolyLrUpdaterHook, StepLrUpdaterHook)
 from mtrain.hooks.momentum_updater import CosineAnnealingMomentumUpdaterHook
 from mtrain.registry import HOOKS
 from mtrain.runner.training_hooks import build_training_hooks
@@ -54,8 +55,8 @@ def test_matches_mmcv(case_id):
 
 def test_golden_fixtures_cover_every_policy_and_warmup():
     policies = {case['lr_config']['type'] for case in CASES.values()}
-    assert policies == {name for name in HOOKS.module_dict
-                        if name.endswith('LrUpdaterHook') and name != 'LrUpdaterHook'}
+    assert policies == set(lr_updater.__all__) - {'LrUpdaterHook'}
+    assert all(HOOKS.get(name) is getattr(lr_updater, name) for name in policies)
     warmups = {(c['lr_config'].get('warmup'), c['lr_config'].get('warmup_by_epoch', False),
                 c['lr_config'].get('by_epoch', False)) for c in CASES.values()}
     assert len(warmups) == 2 * (1 + 3 * 2)  # by_epoch × (none + 3 types × by-iter/by-epoch)

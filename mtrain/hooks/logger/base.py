@@ -52,7 +52,7 @@ class LoggerHook(Hook):
             runner.log_buffer.average(runner.reduce_log_values)
         elif not self.by_epoch and self.every_n_iters(runner, self.interval):
             runner.log_buffer.average(runner.reduce_log_values)
-        elif self.end_of_epoch(runner) and not self.ignore_last:
+        elif not self.ignore_last and self.end_of_epoch(runner):  # len(loader) only if needed
             runner.log_buffer.average(runner.reduce_log_values)
         if runner.log_buffer.ready:
             self._log_and_reset(runner)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Train on the GPUs (or CPU processes) of this node with torchrun:
+#
+#   tools/dist_train.sh CONFIG NPROC [tools/train.py arguments...]
+#   tools/dist_train.sh configs/digits/lenet_digits.py 2 --work-dir work_dirs/digits_2p
+#
+# Several nodes: run it on every node with the same MASTER_ADDR and PORT,
+#   NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.1 PORT=29500 tools/dist_train.sh CONFIG 8
+#   NNODES=2 NODE_RANK=1 MASTER_ADDR=10.0.0.1 PORT=29500 tools/dist_train.sh CONFIG 8
+# On one node without PORT, torchrun picks a free port (two jobs do not collide).
+# PYTHON selects the interpreter (default: python).
+set -euo pipefail
+
+if [ $# -lt 2 ]; then
+    echo "usage: $0 CONFIG NPROC [tools/train.py arguments...]" >&2
+    exit 2
+fi
+CONFIG=$1
+NPROC=$2
+shift 2
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
+PYTHON=${PYTHON:-python}
+TOOLS=$(cd "$(dirname "$0")" && pwd)
+
+if [ "$NNODES" = 1 ] && [ -z "${PORT:-}" ]; then
+    RDZV=(--standalone)
+else
+    RDZV=(--nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR"
+          --master_port="${PORT:-29500}")
+fi
+
+# PYTHONPATH: the configs' custom_imports can name modules of the repository root.
+PYTHONPATH="$TOOLS/..${PYTHONPATH:+:$PYTHONPATH}" \
+exec "$PYTHON" -m torch.distributed.run "${RDZV[@]}" --nproc_per_node="$NPROC" \
+    "$TOOLS/train.py" "$CONFIG" --launcher pytorch "$@"
