@@ -1,7 +1,7 @@
 # Multitask demo: digits split into two tasks with their own labels ("low": 0-4, "high": 5-9),
 # a shared CNN backbone and one head per task. Each step forwards and backwards one batch of
 # each task (MultiBatchProcessor) and then applies one update from the sum of their gradients.
-# Reaches >= 97% val accuracy on each task in a few seconds on 2 CPU cores.
+# Reaches >= 97% val accuracy on each task in 4 epochs (about 10 s on 2 CPU cores).
 _base_ = ['../_base_/default_runtime.py']
 seed = 0
 digit_tasks = dict(low=[0, 1, 2, 3, 4], high=[5, 6, 7, 8, 9])
@@ -22,6 +22,6 @@ optimizer_config = dict(grad_clip=None)
 # Any torch.optim.lr_scheduler class; '{num_updates}' is filled in once the loader exists.
 lr_config = dict(policy='Torch', scheduler=dict(type='OneCycleLR', max_lr=0.1,
                                                 total_steps='{num_updates}', pct_start=0.2))
-runner = dict(type='EpochBasedRunner', max_epochs=6)
+runner = dict(type='EpochBasedRunner', max_epochs=4)
 evaluation = dict(interval=1, metric='accuracy', save_best='accuracy')
 log_config = dict(interval=5, hooks=[dict(type='TextLoggerHook')])

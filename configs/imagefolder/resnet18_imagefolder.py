@@ -12,5 +12,7 @@ optimizer_config = dict(grad_clip=None)
 lr_config = dict(policy='CosineAnnealing', min_lr=0.0, warmup='linear', warmup_iters=1,
                  warmup_by_epoch=True, warmup_ratio=0.1)  # one epoch of warm-up
 runner = dict(type='EpochBasedRunner', max_epochs=30)
-# On a GPU: channels_last=True and autocast_dtype='bfloat16' (or 'float16') for speed.
-batch_processor = dict(type='BasicBatchProcessor', channels_last=False, autocast_dtype=None)
+# On a GPU, for speed: mixed precision with fp16 = dict(loss_scale='dynamic') (float16) or
+# dict(dtype='bfloat16') (docs/mixed_precision.md; on the command line:
+# --cfg-options fp16.dtype=bfloat16), and channels_last=True below.
+batch_processor = dict(type='BasicBatchProcessor', channels_last=False)

@@ -1,5 +1,7 @@
 """scikit-learn's bundled 8×8 handwritten digits: real data, no download."""
 
+import importlib.util
+import os.path as osp
 from typing import Any, Dict, Sequence, Union
 
 import numpy as np
@@ -66,11 +68,22 @@ class DigitsDataset(torch.utils.data.Dataset):
 
 
 def _load_digits():
-    # Imported here, not at the top: scikit-learn takes ~1 s to import and a
-    # run that does not use digits should not pay for it.
-    from sklearn.datasets import load_digits
-    bunch = load_digits()
-    return bunch.data.astype(np.float32), bunch.target.astype(np.int64)
+    """The images and labels of ``sklearn.datasets.load_digits``, read from its data file.
+
+    Importing ``sklearn.datasets`` takes 1-3 s (SciPy and more); reading the
+    bundled ``digits.csv.gz`` (8x8 pixels then the label, one image a line)
+    takes 25 ms, and ``find_spec`` locates it without importing scikit-learn.
+    """
+    spec = importlib.util.find_spec('sklearn')
+    path = osp.join(spec.submodule_search_locations[0], 'datasets', 'data',
+                    'digits.csv.gz') if spec and spec.submodule_search_locations else None
+    if path is None or not osp.isfile(path):
+        # Imported here: only when the data file is not where scikit-learn keeps it.
+        from sklearn.datasets import load_digits
+        bunch = load_digits()
+        return bunch.data.astype(np.float32), bunch.target.astype(np.int64)
+    table = np.loadtxt(path, delimiter=',', dtype=np.float32)
+    return table[:, :-1], table[:, -1].astype(np.int64)
 
 
 def _split_mask(labels: np.ndarray, split: str, val_fraction: float) -> np.ndarray:

@@ -1,5 +1,6 @@
 """An image classification dataset in the model contract: ``dict(img, gt_label)``."""
 
+import logging
 import os.path as osp
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
@@ -47,7 +48,7 @@ class ImageClassificationDataset(torch.utils.data.Dataset):
         return {'img': img, 'gt_label': torch.as_tensor(int(label), dtype=torch.long)}
 
     def get_gt_labels(self) -> torch.Tensor:
-        """All labels in dataset order (read from ``targets``/``labels`` when the dataset has them)."""
+        """All labels in dataset order (from ``targets``/``labels`` where the dataset has them)."""
         if self._gt_labels is None:
             for attr in ('targets', 'labels', '_labels'):
                 labels = getattr(self.dataset, attr, None)
@@ -78,15 +79,22 @@ class ImageClassificationDataset(torch.utils.data.Dataset):
         if len(scores) != len(labels):
             raise ValueError(f'got {len(scores)} predictions for {len(labels)} samples; '
                              'evaluate the whole set in dataset order')
-        names = self._class_names(scores.shape[1])
+        names = self._class_names(scores.shape[1], logger)
         metrics = evaluate_classification(scores, labels, metric, class_names=names)
         if out_dir is not None and confusion_matrix_png:
-            path = osp.join(out_dir, f'confusion_matrix_{tag}.png' if tag else 'confusion_matrix.png')
+            name = f'confusion_matrix_{tag}.png' if tag else 'confusion_matrix.png'
+            path = osp.join(out_dir, name)
             save_confusion_matrix(confusion_matrix(scores, labels), names, path)
             print_log(f'confusion matrix written to {path}', logger)
         return metrics
 
-    def _class_names(self, num_classes: int) -> List[str]:
-        if self.CLASSES is not None and len(self.CLASSES) == num_classes:
-            return list(self.CLASSES)
-        return [str(c) for c in range(num_classes)]
+    def _class_names(self, num_classes: int, logger: Any = None) -> List[str]:
+        if self.CLASSES is None:
+            return [str(c) for c in range(num_classes)]
+        if len(self.CLASSES) != num_classes:
+            shown = ', '.join(self.CLASSES[:5]) + (', ...' if len(self.CLASSES) > 5 else '')
+            print_log(f'the model scores {num_classes} classes but the dataset has '
+                      f'{len(self.CLASSES)} ({shown}); set '
+                      f'model.head.num_classes={len(self.CLASSES)}', logger, logging.WARNING)
+            return [str(c) for c in range(num_classes)]
+        return list(self.CLASSES)

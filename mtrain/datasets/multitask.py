@@ -58,7 +58,8 @@ class MultiTaskDigitsDataset(Dataset):
             raise ValueError(f'tasks must be a dict such as dict(low=[0, 1], high=[8, 9]), '
                              f'got {tasks!r}')
         if mode not in ('zip', 'concat'):
-            raise ValueError(f"mode must be 'zip' (training) or 'concat' (evaluation), got {mode!r}")
+            raise ValueError(f"mode must be 'zip' (training) or 'concat' (evaluation), "
+                             f'got {mode!r}')
         self.task_names = list(tasks)
         self.tasks = {name: DigitsDataset(split, val_fraction, classes=list(classes))
                       for name, classes in tasks.items()}

@@ -8,11 +8,12 @@ from .evaluation import EvalHook
 from .fp16 import Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook
 from .hook import STAGES, Hook
 from .iter_timer import IterTimerHook
-from .logger import LoggerHook, TextLoggerHook
+from .logger import LoggerHook, ProgressBarHook, TensorboardLoggerHook, TextLoggerHook
 from .lr_updater import *  # noqa: F401,F403  (every LR policy, by mmcv name)
 from .momentum_updater import *  # noqa: F401,F403
 from .nan_guard import NanGuardHook, NonFiniteLossError
 from .optimizer import GradientCumulativeOptimizerHook, OptimizerHook
+from .profiler import ProfilerHook
 from .sampler_seed import DistSamplerSeedHook
 from .torch_lr import TorchLrUpdaterHook
 
@@ -20,6 +21,6 @@ __all__ = [
     'STAGES', 'CheckpointHook', 'DistSamplerSeedHook', 'EarlyStoppingHook', 'EMAHook',
     'EvalHook', 'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook',
     'GradientCumulativeOptimizerHook', 'Hook', 'IterTimerHook', 'LoggerHook',
-    'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'TextLoggerHook',
-    'TorchLrUpdaterHook'
+    'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'ProfilerHook', 'ProgressBarHook',
+    'TensorboardLoggerHook', 'TextLoggerHook', 'TorchLrUpdaterHook'
 ] + lr_updater.__all__ + momentum_updater.__all__

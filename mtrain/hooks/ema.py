@@ -29,7 +29,7 @@ class EMAHook(Hook):
 
     Config::
 
-        custom_hooks = [dict(type='EMAHook', momentum=0.0002, warm_up=100, priority=49)]
+        custom_hooks = [dict(type='EMAHook', momentum=0.0002, interval=1, warm_up=100)]
 
     Args:
         momentum: weight of the current parameters in each update (mmcv's
@@ -43,7 +43,9 @@ class EMAHook(Hook):
         evaluate_ema: evaluate with the averaged weights.
     """
 
-    priority = 'NORMAL'  # after the OptimizerHook (ABOVE_NORMAL) has stepped
+    # After the OptimizerHook (ABOVE_NORMAL, 40) has stepped and before the CheckpointHook
+    # (NORMAL, 50) saves, so a checkpoint holds the average of exactly its updates.
+    priority = 45
 
     def __init__(self, momentum: float = 0.0002, interval: int = 1, warm_up: int = 100,
                  resume_from: Optional[str] = None, evaluate_ema: bool = True) -> None:

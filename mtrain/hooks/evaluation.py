@@ -125,13 +125,16 @@ class EvalHook(Hook):
             return
         self.best_score = score
         runner.meta.setdefault('hook_msgs', {})['best_score'] = score
-        if runner.rank != 0 or runner.work_dir is None:
+        if runner.work_dir is None:
             return
         unit, number = ('epoch', runner.epoch + 1) if self.by_epoch else ('iter', runner.iter + 1)
         name = f'best_{key}_{unit}_{number}.pth'
         previous = self.best_ckpt_path
-        self.best_ckpt_path = runner.save_checkpoint(runner.work_dir, filename_tmpl=name,
-                                                     create_symlink=False)
+        # Every rank calls it (a sharded FSDP model gathers its weights); rank 0 writes.
+        path = runner.save_checkpoint(runner.work_dir, filename_tmpl=name, create_symlink=False)
+        if path is None:
+            return
+        self.best_ckpt_path = path
         if previous and previous != self.best_ckpt_path and osp.isfile(previous):
             os.remove(previous)  # only once the new best is whole on disk
         runner.logger.info(f'Now best checkpoint is saved as {name} ({key}: {score:.4f})')

@@ -83,7 +83,8 @@ class NanGuardHook(Hook):
         """Raise :class:`NonFiniteLossError` if any pending loss is not finite."""
         if not self._pending:
             return
-        finite = torch.isfinite(torch.stack([t.reshape(()) for t in self._pending]))
+        finite = torch.isfinite(torch.stack([t if t.dim() == 0 else t.reshape(())
+                                             for t in self._pending]))
         pending = list(zip(self._iters, self._terms))
         self._pending, self._terms, self._iters = [], [], []
         if bool(finite.all()):

@@ -64,7 +64,10 @@ class ImageClassifier(nn.Module):
 
     def forward(self, img: torch.Tensor, gt_label: Optional[torch.Tensor] = None,
                 **kwargs) -> Union[Dict[str, torch.Tensor], torch.Tensor]:
-        logits = self.head(self.backbone(img))
+        features = self.backbone(img)
+        if isinstance(features, tuple):  # inception/googlenet: (main, aux...) in train mode
+            features = features[0]
+        logits = self.head(features)
         if self.training:
             if gt_label is None:
                 raise ValueError('ImageClassifier needs gt_label in train mode: the dataset '

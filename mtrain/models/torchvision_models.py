@@ -6,9 +6,9 @@ imports the first time a config names a ``torchvision.*`` model.
 
 Config::
 
-    model = dict(type='ImageClassifier',
-                 backbone=dict(type='torchvision.resnet18'),   # any name in
-                 head=dict(type='LinearClsHead', num_classes=10))  # torchvision.models.list_models()
+    # any name in torchvision.models.list_models()
+    model = dict(type='ImageClassifier', backbone=dict(type='torchvision.resnet18'),
+                 head=dict(type='LinearClsHead', num_classes=10))
 
 Weights: ``weights='IMAGENET1K_V1'`` (or ``'DEFAULT'``) works when the file is
 already in torch's hub cache; mtrain never downloads. Otherwise use the
@@ -56,7 +56,8 @@ def check_weights_are_local(name: str, builder: Callable, kwargs: Dict[str, Any]
         except (KeyError, ValueError, TypeError) as e:
             raise ConfigError(f"'{value}' is not a {enum_cls.__name__} value; use one of "
                               f'{", ".join(enum_cls.__members__)} or None', key=param.name) from e
-        path = osp.join(torch.hub.get_dir(), 'checkpoints', osp.basename(urlparse(weights.url).path))
+        file_name = osp.basename(urlparse(weights.url).path)
+        path = osp.join(torch.hub.get_dir(), 'checkpoints', file_name)
         if not osp.isfile(path):
             raise ConfigError(
                 f'torchvision.{name} with {param.name}={value!r} needs {path}, which is not '

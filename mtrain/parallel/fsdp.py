@@ -110,6 +110,12 @@ class MTFullyShardedDataParallel(nn.Module):
         dcp = _dcp_state_dict()
         return dcp.get_model_state_dict(self.module, options=_full_on_rank0(dcp))
 
+    def load_checkpoint_state_dict(self, state: Dict[str, torch.Tensor], strict: bool = True):
+        """Shard whole-model weights into this rank's parameters (missing/unexpected keys)."""
+        dcp = _dcp_state_dict()
+        return dcp.set_model_state_dict(
+            self.module, state, options=dcp.StateDictOptions(full_state_dict=True, strict=strict))
+
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
         """The full optimizer state keyed by parameter name, on rank 0."""
         dcp = _dcp_state_dict()

@@ -1,7 +1,7 @@
 """One batch per training step: the default batch processor."""
 
 from contextlib import nullcontext
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Union
 
 import torch
 

@@ -280,7 +280,7 @@ class BaseRunner:
         ckpt = load_checkpoint_file(filename, map_location, trusted)
         state = ckpt.get('state_dict', ckpt)
         state = {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
-        result = self.model.module.load_state_dict(state, strict=strict)
+        result = _load_model_state(self.model, state, strict)
         if result.missing_keys or result.unexpected_keys:
             self.logger.warning(f'load_from {filename}: missing keys {result.missing_keys}, '
                                 f'unexpected keys {result.unexpected_keys}')
@@ -338,6 +338,13 @@ class Preempted(RuntimeError):
 def _model_state(model: nn.Module) -> Dict[str, Any]:
     gather = getattr(model, 'checkpoint_state_dict', None)
     return gather() if gather is not None else model.module.state_dict()
+
+
+def _load_model_state(model: nn.Module, state: Dict[str, Any], strict: bool) -> Any:
+    scatter = getattr(model, 'load_checkpoint_state_dict', None)
+    if scatter is not None:
+        return scatter(state, strict)
+    return model.module.load_state_dict(state, strict=strict)
 
 
 def _optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> Dict[str, Any]:

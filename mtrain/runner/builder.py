@@ -20,6 +20,7 @@ from ..optim import build_optimizer
 from ..registry import (BATCH_PROCESSORS, DATASETS, HOOKS, MODEL_WRAPPERS, MODELS, RUNNERS,
                         TRANSFORMS, build)
 from ..utils import ConfigError, get_dist_info
+from ..utils.errors import did_you_mean
 from .base_runner import BaseRunner
 from .checkpoint import find_latest_valid
 
@@ -34,6 +35,7 @@ def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = No
     """
     device = _device(cfg)
     model = build(cfg.model, MODELS, 'model').to(device)
+    _compile(model, cfg.get('compile'))
     model = _wrap(model, cfg, distributed)
     optimizer = build_optimizer(model, _required(cfg, 'optimizer'))
     workflow = _workflow(cfg)
@@ -170,6 +172,30 @@ def _wrap(model: torch.nn.Module, cfg: Config, distributed: bool) -> torch.nn.Mo
     else:
         wrapper = dict(type='ModelWrapper')  # DDP options mean nothing in one process
     return build(wrapper, MODEL_WRAPPERS, 'model_wrapper', default_args=dict(module=model))
+
+
+_COMPILE_KEYS = ('fullgraph', 'dynamic', 'backend', 'mode', 'options', 'disable')
+
+
+def _compile(model: torch.nn.Module, compile_cfg: Any) -> None:
+    """``compile = dict(mode='max-autotune')`` (``torch.compile``'s arguments) or ``True``.
+
+    ``nn.Module.compile`` compiles the forward in place, so parameter names, the
+    optimizer's parameters and the checkpoint keys stay those of the plain model.
+    """
+    if compile_cfg is None or compile_cfg is False:
+        return
+    if compile_cfg is True:
+        compile_cfg = {}
+    if not isinstance(compile_cfg, dict):
+        raise ConfigError(f"compile must be True, None or a dict of torch.compile arguments "
+                          f"such as dict(mode='max-autotune'); got {compile_cfg!r}", key='compile')
+    for name in compile_cfg:
+        if name not in _COMPILE_KEYS:
+            raise ConfigError(f"torch.compile has no argument '{name}'."
+                              f"{did_you_mean(name, _COMPILE_KEYS)} Accepted: "
+                              f"{', '.join(_COMPILE_KEYS)}.", key=f'compile.{name}')
+    model.compile(**compile_cfg)
 
 
 def _device(cfg: Config) -> torch.device:

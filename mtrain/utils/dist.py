@@ -49,6 +49,9 @@ def all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
     world_size = get_dist_info()[1]
     if world_size == 1:
         return tensor
+    full_tensor = getattr(tensor, 'full_tensor', None)
+    if full_tensor is not None:  # a DTensor (an FSDP grad norm got into the log): make it whole
+        tensor = full_tensor()
     reduced = tensor.detach().to(comm_device(), copy=True)
     dist.all_reduce(reduced)
     return reduced.div_(world_size).to(tensor.device)

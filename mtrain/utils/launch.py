@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import threading
+import time
 from datetime import timedelta
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
@@ -34,6 +35,7 @@ from .logging import get_logger
 
 LAUNCHERS = ('pytorch', 'slurm')
 _FAILED_KEY = 'mtrain/failed_rank'
+_SEEN_KEY = 'mtrain/failure_seen'  # how many other ranks have seen the report
 _watch: Optional['_FailureWatch'] = None
 
 
@@ -167,18 +169,21 @@ def _start_watch(env: Mapping[str, str]) -> None:
         _watch.stop()
     store = dist.TCPStore(env['MASTER_ADDR'], int(env['MASTER_PORT']), is_master=False,
                           timeout=timedelta(seconds=60), wait_for_workers=False)
-    _watch = _FailureWatch(store, dist.get_rank())
+    _watch = _FailureWatch(store, dist.get_rank(), dist.get_world_size())
 
 
 class _FailureWatch:
     """A daemon thread that ends this process once another rank reported a failure.
 
     It polls one key of the job's store (a client connection to the store
-    the process group was created with) every ``interval`` seconds.
+    the process group was created with) every ``interval`` seconds. The rank
+    that reports first waits (a few intervals at most) until every other rank
+    has seen the report: when the store lives in its process (rank 0 under
+    Slurm), exiting at once would take the report with it.
     """
 
-    def __init__(self, store: Any, rank: int, interval: float = 1.0) -> None:
-        self.store, self.rank, self.interval = store, rank, interval
+    def __init__(self, store: Any, rank: int, world_size: int, interval: float = 1.0) -> None:
+        self.store, self.rank, self.world_size, self.interval = store, rank, world_size, interval
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name='mtrain-failure-watch',
                                         daemon=True)
@@ -192,9 +197,25 @@ class _FailureWatch:
         except Exception:  # noqa: BLE001 - the store may be gone; the launcher takes over
             return
         if first != ours:  # this error is most likely a consequence of the first one
+            self._acknowledge()
             sys.stderr.write(f'[mtrain] rank {self.rank}: {first} (before this rank\'s '
                              'error below)\n')
             sys.stderr.flush()
+            return
+        deadline = time.monotonic() + 3 * self.interval
+        while time.monotonic() < deadline:
+            try:
+                if self.store.add(_SEEN_KEY, 0) >= self.world_size - 1:
+                    return
+            except Exception:  # noqa: BLE001
+                return
+            time.sleep(0.05)
+
+    def _acknowledge(self) -> None:
+        try:
+            self.store.add(_SEEN_KEY, 1)
+        except Exception:  # noqa: BLE001 - the reporter stops waiting after a few seconds
+            pass
 
     def stop(self) -> None:
         self._stopped.set()
@@ -209,6 +230,7 @@ class _FailureWatch:
                 return
             if self._stopped.is_set():
                 return
+            self._acknowledge()
             sys.stderr.write(f'[mtrain] rank {self.rank}: stopping because {message}\n')
             sys.stderr.flush()
             os._exit(1)  # the main thread may be blocked inside a collective

@@ -1,6 +1,7 @@
 """torchvision transforms, datasets and models built by name from config, lazily."""
 
 import inspect
+import logging
 import os
 import subprocess
 import sys
@@ -48,7 +49,8 @@ def test_a_pipeline_from_config_runs_its_steps_in_order():
     (dict(type='RandomResizeCrop', size=8), 'pipeline.1.type', "'RandomResizedCrop'"),
     (dict(type='Resize', sise=8), 'pipeline.1.sise', "'size'"),
     (dict(type='ToDtype', dtype='float23'), 'pipeline.1.dtype', "'float32'"),
-    (dict(type='Resize', size=8, interpolation='bilinearr'), 'pipeline.1.interpolation', "'bilinear'"),
+    (dict(type='Resize', size=8, interpolation='bilinearr'), 'pipeline.1.interpolation',
+     "'bilinear'"),
     (dict(type='RandomApply', transforms=[dict(type='Flip')]), 'pipeline.1.transforms.0.type',
      'Flip'),
 ])
@@ -74,7 +76,8 @@ def test_fakedata_from_config_follows_the_model_contract(tmp_path):
     assert isinstance(dataset, ImageClassificationDataset) and len(dataset) == 12
     item = dataset[3]
     assert type(item['img']) is torch.Tensor and item['img'].shape == (3, 10, 10)
-    assert 0 <= item['img'].min() and item['img'].max() <= 1 and item['gt_label'].dtype == torch.long
+    assert 0 <= item['img'].min() and item['img'].max() <= 1
+    assert item['gt_label'].dtype == torch.long
     labels = dataset.get_gt_labels()
     assert labels.tolist() == [int(dataset[i]['gt_label']) for i in range(12)]
     perfect = torch.nn.functional.one_hot(labels, 4).float()
@@ -146,3 +149,15 @@ def test_torchvision_is_imported_only_when_a_config_builds_an_entry(tmp_path):
                              os.path.abspath(__file__)))))
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-3:] == ['False', 'False', 'True']
+
+
+def test_wrapping_your_own_pairs_and_a_class_count_mismatch_warning(caplog):
+    pairs = [(torch.full((3, 2, 2), float(i)), i % 2) for i in range(4)]
+    dataset = ImageClassificationDataset(pairs, classes=['cat', 'dog'])
+    assert dataset[3]['gt_label'].item() == 1 and dataset.get_gt_labels().tolist() == [0, 1, 0, 1]
+    scores = torch.tensor([[.9, .1, 0.], [.1, .9, 0.], [.2, .7, .1], [.1, .8, .1]])
+    logger = logging.getLogger('mtrain.test.mismatch')
+    with caplog.at_level('WARNING', logger=logger.name):
+        results = dataset.evaluate(scores, 'per_class', logger=logger)
+    assert 'model.head.num_classes=2' in caplog.text
+    assert results['recall_1'] == 1.0 and results['recall_0'] == 0.5

@@ -31,6 +31,24 @@ def test_a_reported_failure_stops_a_rank_blocked_in_a_collective(capfd):
     assert 'rank 0: stopping because rank 1 failed: RuntimeError: disk full on rank 1' in err
 
 
+def _store_host_fails(rank):
+    if rank == 0:  # hosts the job's store (as under Slurm): the report must not die with it
+        raise_and_report(RuntimeError('rank 0 is out of memory'))
+    dist.barrier()
+
+
+def raise_and_report(error):
+    report_failure(error)
+    raise error
+
+
+def test_the_store_host_failing_still_stops_the_others(capfd):
+    codes, seconds = launch(_store_host_fails, timeout=30)
+    assert codes == [1, 1] and seconds < 10
+    assert 'rank 1: stopping because rank 0 failed: RuntimeError: rank 0 is out of memory' \
+        in capfd.readouterr().err
+
+
 def test_a_rank_that_finishes_first_does_not_stop_the_others(capfd):
     codes, _ = launch(_finish_at_different_times)
     assert codes == [0, 0] and 'stopping because' not in capfd.readouterr().err

@@ -28,3 +28,9 @@ def test_tool():
 @pytest.fixture(scope='session')
 def repo_root():
     return ROOT
+
+
+@pytest.fixture(scope='session')
+def tool():
+    """``tool('analyze_logs')``: any script in tools/ as a module."""
+    return load_tool

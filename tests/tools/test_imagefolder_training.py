@@ -4,7 +4,6 @@ import json
 import os
 
 import numpy as np
-import pytest
 from PIL import Image
 
 CLASSES = ('red_noise', 'green_stripes', 'blue_checks')

@@ -1,0 +1,35 @@
+"""tools/print_config.py: the merged config, as a Python config that loads again, or JSON."""
+
+import json
+import os
+
+from mmengine.config import Config
+
+from mtrain.config import load_config
+
+
+def test_printed_config_is_the_merged_config_and_loads_again(tool, repo_root, tmp_path, capsys):
+    print_config = tool('print_config')
+    config = os.path.join(repo_root, 'configs', 'digits', 'lenet_digits.py')
+    options = ['optimizer.lr=0.05', 'runner.max_epochs=3']
+    assert print_config.main([config, '--cfg-options'] + options) == 0
+    printed = tmp_path / 'printed.py'
+    printed.write_text(capsys.readouterr().out)
+    again = Config.fromfile(str(printed)).to_dict()
+    expected = load_config(config, {'optimizer.lr': 0.05, 'runner.max_epochs': 3}).to_dict()
+    assert again == expected
+    assert again['optimizer']['lr'] == 0.05 and again['lr_config']['policy'] == 'CosineAnnealing'
+    assert '_base_' not in again  # inheritance resolved
+
+    assert print_config.main([config, '--format', 'json']) == 0
+    assert json.loads(capsys.readouterr().out)['runner'] == {'type': 'EpochBasedRunner',
+                                                             'max_epochs': 10}
+
+
+def test_a_typo_fails_with_the_training_message(tool, tmp_path, repo_root, capsys):
+    config = tmp_path / 'typo.py'
+    config.write_text(f"_base_ = ['{repo_root}/configs/digits/lenet_digits.py']\n"
+                      "lr_confg = dict(policy='step')\n")
+    assert tool('print_config').main([str(config)]) == 2
+    err = capsys.readouterr().err
+    assert 'lr_confg' in err and "Did you mean 'lr_config'?" in err

@@ -1,0 +1,148 @@
+"""Every parameter's lr, weight decay and momentum, and the rule that decided them.
+
+``python tools/explain_optimizer.py CONFIG [--cfg-options k=v ...] [--json]``
+
+Builds the config's model (on the CPU, no data) and its optimizer exactly as
+training does, then prints one row per parameter: the param group it landed
+in, the group's ``lr``, ``weight_decay`` and ``momentum`` (``betas[0]`` for
+Adam-style optimizers), and the ``paramwise_cfg`` rule that decided them
+(``custom_keys:<key>``, ``bias``, ``norm``, ``dwconv``, ``dcn_offset``,
+``frozen``, ``duplicate`` or ``default``). The values are those the optimizer
+starts with; an LR schedule scales them during training (warmup starts at
+``warmup_ratio`` times them).
+
+Warnings follow the table: a ``custom_keys`` entry that matches no parameter
+name (training refuses such a config; the table shows what the other keys do)
+and one that a longer key always overrides. The exit status is 1 when a custom
+key matches nothing, else 0.
+"""
+
+import argparse
+import copy
+import json
+import logging
+import sys
+from typing import Any, Dict, List, Tuple
+
+from torch import nn
+
+from mtrain.config import load_config, parse_cfg_options
+from mtrain.optim import build_optimizer, plan_param_groups, unwrap_model
+from mtrain.registry import MODELS, build
+from mtrain.utils import ConfigError
+from mtrain.utils.errors import did_you_mean
+
+COLUMNS = ('group', 'name', 'shape', 'lr', 'weight_decay', 'momentum', 'rule')
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Explain the optimizer\'s param groups.')
+    parser.add_argument('config', help='config file path')
+    parser.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
+                        help='override config keys, as in tools/train.py')
+    parser.add_argument('--json', action='store_true', help='rows and warnings as JSON')
+    return parser.parse_args(argv)
+
+
+def unmatched_custom_keys(model: nn.Module, paramwise_cfg: Dict[str, Any]) -> List[str]:
+    """``custom_keys`` that are part of no parameter name (mtrain.optim's own test)."""
+    names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
+    return [key for key in (paramwise_cfg or {}).get('custom_keys', {})
+            if not any(key in '.' + name for name in names)]
+
+
+def explain(cfg) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """The rows of the table and the warnings, for a loaded config."""
+    model = unwrap_model(build(cfg.model, MODELS, 'model'))
+    optimizer_cfg = copy.deepcopy(dict(cfg.optimizer))
+    paramwise = optimizer_cfg.get('paramwise_cfg')
+    warnings = []
+    dead = unmatched_custom_keys(model, paramwise)
+    names = {n.split('.')[i] for n, _ in model.named_parameters() for i in range(n.count('.') + 1)}
+    for key in dead:
+        warnings.append(f"custom key '{key}' matches no parameter name, so training with this "
+                        f'config fails.{did_you_mean(key, names)} The table leaves it out.')
+        del paramwise['custom_keys'][key]
+    optimizer = build_optimizer(model, optimizer_cfg)
+    rows = _plan_rows(model, optimizer_cfg, paramwise, warnings)
+    return _with_groups(rows, model, optimizer), warnings
+
+
+def _plan_rows(model: nn.Module, optimizer_cfg: Dict[str, Any], paramwise: Any,
+               warnings: List[str]) -> List[Dict[str, Any]]:
+    if not paramwise:  # the constructor passes model.parameters(): one group, no rules
+        return [{'name': n, 'shape': tuple(p.shape), 'rule': 'default', 'in_optimizer': True}
+                for n, p in model.named_parameters()]
+    if optimizer_cfg.get('constructor', 'DefaultOptimizerConstructor') != \
+            'DefaultOptimizerConstructor':
+        warnings.append(f"optimizer.constructor is {optimizer_cfg['constructor']!r}: the rule "
+                        'column shows what DefaultOptimizerConstructor would decide; lr, '
+                        'weight_decay and momentum are read from the optimizer it built.')
+    plan = plan_param_groups(model, optimizer_cfg.get('lr'), optimizer_cfg.get('weight_decay'),
+                             paramwise)
+    for key in plan.unused_custom_keys:
+        warnings.append(f"custom key '{key}' decided no parameter: every name containing it "
+                        'also contains a longer key, which wins.')
+    return plan.rows
+
+
+def _with_groups(rows: List[Dict[str, Any]], model: nn.Module,
+                 optimizer) -> List[Dict[str, Any]]:
+    """Each row with the index and the values of the param group that holds its parameter."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    group_of = {id(p): i for i, g in enumerate(optimizer.param_groups) for p in g['params']}
+    out = []
+    for row in rows:
+        index = group_of.get(id(params[row['name']])) if row['in_optimizer'] else None
+        group = optimizer.param_groups[index] if index is not None else {}
+        betas = group.get('betas')
+        out.append({'group': index, 'name': row['name'], 'shape': list(row['shape']),
+                    'lr': group.get('lr'), 'weight_decay': group.get('weight_decay'),
+                    'momentum': group.get('momentum', betas[0] if betas else None),
+                    'rule': row['rule']})
+    return out
+
+
+def format_table(rows: List[Dict[str, Any]]) -> str:
+    def cell(value: Any) -> str:
+        if value is None:
+            return '-'
+        if isinstance(value, float):
+            return f'{value:.4g}'
+        if isinstance(value, list):
+            return 'x'.join(map(str, value)) or 'scalar'
+        return str(value)
+
+    table = [list(COLUMNS)] + [[cell(r[c]) for c in COLUMNS] for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
+    return '\n'.join('  '.join(v.ljust(w) for v, w in zip(line, widths)).rstrip()
+                     for line in table)
+
+
+def summary(rows: List[Dict[str, Any]]) -> str:
+    groups = {r['group'] for r in rows if r['group'] is not None}
+    settings = {(r['lr'], r['weight_decay'], r['momentum']) for r in rows if r['group'] is not None}
+    return (f'{len(rows)} parameters in {len(groups)} param group(s), {len(settings)} distinct '
+            '(lr, weight_decay, momentum) settings')
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.getLogger('mtrain.optim').setLevel(logging.ERROR)  # this tool reports the same itself
+    try:
+        rows, warnings = explain(load_config(args.config, parse_cfg_options(args.cfg_options)))
+    except ConfigError as e:
+        print(f'error: {e.with_file(args.config)}', file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({'rows': rows, 'warnings': warnings}, indent=1))
+    else:
+        print(format_table(rows))
+        print(summary(rows))
+        for warning in warnings:
+            print(f'warning: {warning}')
+    return 1 if any('matches no parameter name' in w for w in warnings) else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
