@@ -15,7 +15,7 @@ from mmengine.hooks import Hook as MMEHook
 from mmengine.model import BaseModel
 from mmengine.runner import Runner
 
-from workloads import INTERVAL, WORKLOADS, BenchClassifier, clock, dataset_for
+from workloads import INTERVAL, WORKLOADS, BenchClassifier, clock, dataset_for, rss_bytes
 
 _RUN_IDS = itertools.count()
 
@@ -33,24 +33,27 @@ class _Model(BaseModel):
 
 
 class _Marks(MMEHook):
-    """Clock readings at the first train step and after the iterations in ``marks``."""
+    """Clock readings (and resident memory) at the first train step and after ``marks``."""
 
     def __init__(self, marks: List[int]) -> None:
         self.marks = set(marks)
         self.times: Dict[int, float] = {}
+        self.rss: Dict[int, int] = {}
 
     def before_train(self, runner) -> None:
         self.times[0] = clock()
+        self.rss[0] = rss_bytes()
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         if runner.iter + 1 in self.marks:
             self.times[runner.iter + 1] = clock()
+            self.rss[runner.iter + 1] = rss_bytes()
 
 
 def mmengine_run(name: str, epochs: int, work_dir: str,
-                 marks: Tuple[int, ...] = ()) -> Tuple[float, Dict[int, float]]:
+                 marks: Tuple[int, ...] = ()) -> Tuple[float, Dict[int, float], Dict[int, int]]:
     """Train ``name`` with mmengine's Runner; returns (seconds from the first step to the
-    end of ``train()``, clock readings at ``marks``)."""
+    end of ``train()``, clock readings and resident memory at ``marks``)."""
     arch, _, batch, per_epoch = WORKLOADS[name]
     loader = torch.utils.data.DataLoader(dataset_for(name), batch_size=batch, shuffle=True,
                                          generator=torch.Generator().manual_seed(0))
@@ -71,4 +74,4 @@ def mmengine_run(name: str, epochs: int, work_dir: str,
         torch.set_num_threads(threads)  # keep the benchmark's thread count
         runner.train()
         end = clock()
-    return end - probe.times[0], probe.times
+    return end - probe.times[0], probe.times, probe.rss

@@ -13,6 +13,7 @@ Usage::
     python bench/overhead.py --workloads mlp --rounds 11 --threads 2
     python bench/overhead.py --long              # per-iteration cost, first vs last 10k
                                                  # iterations of a 50,000-iteration run
+    python bench/overhead.py --workloads resnet50 --device cuda --rounds 5   # GPU, bf16
 
 Results and the machine they were taken on: ``docs/benchmarks.md``.
 """
@@ -33,8 +34,8 @@ from mtrain.runner import build_runner
 from workloads import (WORKLOADS, bench_logger, clock, close_logger, mtrain_config,
                        plain_loop, rss_bytes, set_clock)
 
-#: Epochs per timed run: 2,048 tiny and MLP iterations, 32 ResNet-18 iterations.
-EPOCHS = {'tiny': 32, 'mlp': 32, 'resnet18': 4}
+#: Epochs per timed run: 2,048 tiny and MLP iterations, 32 ResNet-18, 64 ResNet-50 iterations.
+EPOCHS = {'tiny': 32, 'mlp': 32, 'resnet18': 4, 'resnet50': 8}
 
 
 def mtrain_run(name: str, epochs: int, work_dir: str,
@@ -86,10 +87,11 @@ def interleaved(name: str, rounds: int, sides: List[str]) -> Dict[str, List[floa
 
 
 def summary_row(name: str, results: Dict[str, List[float]]) -> List[str]:
-    iters = EPOCHS[name] * WORKLOADS[name][3]
+    iters, batch = EPOCHS[name] * WORKLOADS[name][3], WORKLOADS[name][2]
     row = [name, str(iters)]
     for side in results:
-        row.append(f'{statistics.median(results[side]):.1f}')
+        median = statistics.median(results[side])
+        row += [f'{median:.1f}', f'{batch / median * 1e6:.0f}']
         if side != 'plain':
             ratios = [s / p for s, p in zip(results[side], results['plain'])]
             row.append(f'{statistics.median(ratios):.3f}')
@@ -102,23 +104,27 @@ def print_table(header: List[str], rows: List[List[str]]) -> None:
         print('  '.join(str(x).rjust(w) for x, w in zip(line, widths)))
 
 
-def machine(clock_name: str) -> str:
+def machine(clock_name: str, device: str) -> str:
     cpu = platform.processor() or 'unknown CPU'
     try:
         with open('/proc/cpuinfo') as f:
             cpu = next(l.split(':', 1)[1].strip() for l in f if l.startswith('model name'))
     except (OSError, StopIteration):
         pass
+    if device.startswith('cuda'):
+        cpu = f'{torch.cuda.get_device_name(device)} ({cpu})'
+        clock_name = 'wall'
     return (f'{cpu}; torch {torch.__version__}, {torch.get_num_threads()} thread(s); '
             f'Python {platform.python_version()}; {clock_name} clock')
 
 
 def run_short(args: argparse.Namespace) -> None:
     sides = available_sides(args.compare)
-    print(f'# {machine(args.clock)}; {args.rounds} rounds, medians')
-    header = ['workload', 'iters/run', 'plain µs/it', 'mtrain µs/it', 'mtrain/plain']
+    print(f'# {machine(args.clock, args.device)}; {args.rounds} rounds, medians')
+    header = ['workload', 'iters/run', 'plain µs/it', 'img/s', 'mtrain µs/it', 'img/s',
+              'mtrain/plain']
     if 'mmengine' in sides:
-        header += ['mmengine µs/it', 'mmengine/plain']
+        header += ['mmengine µs/it', 'img/s', 'mmengine/plain']
     rows = [summary_row(name, interleaved(name, args.rounds, sides)) for name in args.workloads]
     print_table(header, rows)
     if not any(importlib.util.find_spec(n) for n in ('lightning', 'pytorch_lightning')):
@@ -138,11 +144,11 @@ def long_side(side: str, epochs: int, marks: Tuple[int, ...]) -> Tuple[Dict, Dic
             held = sum(len(runner.log_buffer.pending(k)) for k in list(runner.log_buffer._values))
             return times, probe.rss, held
         from mmengine_loop import mmengine_run  # imported only when compared
-        _, times = mmengine_run('mlp', epochs, work_dir, marks)
+        _, times, rss = mmengine_run('mlp', epochs, work_dir, marks)
         from mmengine.logging import MessageHub  # the peer's history buffers
         hub = MessageHub.get_current_instance()
         held = sum(len(buf.data[0]) for buf in hub.log_scalars.values())
-        return times, {}, held
+        return times, rss, held
 
 
 def _recorder(marks: Tuple[int, ...], times: Dict, rss: Dict) -> Callable[[int], None]:
@@ -160,7 +166,8 @@ def run_long(args: argparse.Namespace) -> None:
     epochs = -(-args.long_iters // per_epoch)
     total = epochs * per_epoch
     marks = (10_000, total - 10_000, total)
-    print(f'# {machine(args.clock)}; MLP, {total} iterations per run, one run per loop')
+    print(f'# {machine(args.clock, args.device)}; MLP, {total} iterations per run, '
+          'one run per loop')
     header = ['loop', 'first 10k µs/it', 'last 10k µs/it', 'last/first', 'RSS growth MiB',
               'logged values held']
     rows = []
@@ -183,7 +190,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='torch.set_num_threads (default 1: steadiest on a shared CPU)')
     parser.add_argument('--clock', choices=['cpu', 'wall'], default='cpu',
                         help='time with process CPU time (default; steady on a shared machine) '
-                        'or the wall clock')
+                        'or the wall clock (always the wall clock on a GPU)')
+    parser.add_argument('--device', default='cpu',
+                        help="'cpu' (default) or 'cuda' (for the resnet50 workload)")
     parser.add_argument('--no-compare', dest='compare', action='store_false',
                         help='skip the mmengine Runner comparison')
     parser.add_argument('--long', action='store_true',
@@ -195,7 +204,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    set_clock(args.clock)
+    set_clock(args.clock, args.device)
     (run_long if args.long else run_short)(args)
     return 0
 

@@ -25,16 +25,21 @@ INTERVAL = 50  # log interval of both loops
 
 # The clock every loop is timed with: process CPU time by default (on a shared
 # machine it does not count the time other processes hold the CPU), or the wall
-# clock (``--clock wall``); see docs/benchmarks.md.
+# clock (``--clock wall``, and always on a GPU, after waiting for the GPU to
+# finish); see docs/benchmarks.md.
 _CLOCKS = {'cpu': time.process_time, 'wall': time.perf_counter}
 _clock = [time.process_time]
+_device = ['cpu']
 
 
-def set_clock(name: str) -> None:
-    _clock[0] = _CLOCKS[name]
+def set_clock(name: str, device: str = 'cpu') -> None:
+    _device[0] = device
+    _clock[0] = _CLOCKS['wall' if device.startswith('cuda') else name]
 
 
 def clock() -> float:
+    if _device[0].startswith('cuda'):
+        torch.cuda.synchronize()  # GPU work queued so far counts in the time
     return _clock[0]()
 
 
@@ -44,7 +49,7 @@ class BenchClassifier(nn.Module):
 
     Args:
         arch: ``'tiny'`` (one 4→10 linear layer: the loops' own cost), ``'mlp'``
-            (64→64→10) or ``'resnet18'`` (torchvision, 10 classes).
+            (64→64→10), ``'resnet18'`` or ``'resnet50'`` (torchvision, 10 classes).
     """
 
     def __init__(self, arch: str = 'mlp') -> None:
@@ -54,12 +59,12 @@ class BenchClassifier(nn.Module):
             self.net = nn.Linear(4, 10)
         elif arch == 'mlp':
             self.net = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
-        elif arch == 'resnet18':
-            # Imported here: only this workload needs torchvision.
-            from torchvision.models import resnet18
-            self.net = resnet18(num_classes=10)
+        elif arch in ('resnet18', 'resnet50'):
+            # Imported here: only these workloads need torchvision.
+            import torchvision.models
+            self.net = getattr(torchvision.models, arch)(num_classes=10)
         else:
-            raise ValueError(f"arch must be 'tiny', 'mlp' or 'resnet18', got {arch!r}")
+            raise ValueError(f"arch must be 'tiny', 'mlp', 'resnet18' or 'resnet50', got {arch!r}")
 
     def forward(self, img: torch.Tensor, gt_label: Optional[torch.Tensor] = None) -> Any:
         logits = self.net(img)
@@ -89,7 +94,10 @@ WORKLOADS = {
     'tiny': ('tiny', [4], 4, 64),
     'mlp': ('mlp', [64], 32, 64),
     'resnet18': ('resnet18', [3, 32, 32], 16, 8),
+    'resnet50': ('resnet50', [3, 224, 224], 64, 8),  # for a GPU: bf16 autocast, channels_last
 }
+#: Workloads trained in bf16 autocast with channels_last, by both loops.
+MIXED_PRECISION = ('resnet50', )
 
 
 def dataset_for(name: str) -> BenchTensorDataset:
@@ -111,7 +119,10 @@ def mtrain_config(name: str, epochs: int) -> Dict[str, Any]:
         checkpoint_config=dict(interval=-1),  # only at the end (save_last)
         log_config=dict(interval=INTERVAL, hooks=[dict(type='TextLoggerHook')]),
         workflow=[('train', 1)],
-        device='cpu')
+        device=_device[0],
+        **(dict(fp16=dict(dtype='bfloat16'),
+                batch_processor=dict(type='BasicBatchProcessor', channels_last=True))
+           if name in MIXED_PRECISION else {}))
 
 
 def bench_logger(path: str) -> logging.Logger:
@@ -139,18 +150,27 @@ def plain_loop(name: str, epochs: int, work_dir: str,
     ``torch.save``, as ``runner.run`` does on the mtrain side.
     """
     arch, _, batch, per_epoch = WORKLOADS[name]
-    model = BenchClassifier(arch)
+    device, mixed = torch.device(_device[0]), name in MIXED_PRECISION
+    memory_format = torch.channels_last if mixed else torch.contiguous_format
+    model = BenchClassifier(arch).to(device, memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs * per_epoch)
     loader = torch.utils.data.DataLoader(dataset_for(name), batch_size=batch, shuffle=True,
-                                         generator=torch.Generator().manual_seed(0))
+                                         generator=torch.Generator().manual_seed(0),
+                                         pin_memory=device.type == 'cuda')
     logger = bench_logger(osp.join(work_dir, 'plain.log'))
     model.train()
     start = clock()
     it = 0
     for epoch in range(epochs):
         for data in loader:
-            loss = model(data['img'], data['gt_label'])['loss']
+            img = data['img'].to(device, non_blocking=True)
+            label = data['gt_label'].to(device, non_blocking=True)
+            if mixed:
+                with torch.autocast(device.type, dtype=torch.bfloat16):
+                    loss = model(img.contiguous(memory_format=memory_format), label)['loss']
+            else:
+                loss = model(img, label)['loss']
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

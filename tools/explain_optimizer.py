@@ -51,17 +51,26 @@ def unmatched_custom_keys(model: nn.Module, paramwise_cfg: Dict[str, Any]) -> Li
             if not any(key in '.' + name for name in names)]
 
 
+def _name_pieces(model: nn.Module) -> set:
+    """Every component and dotted prefix of the parameter names: what a custom key may be."""
+    pieces = set()
+    for name, _ in model.named_parameters():
+        parts = name.split('.')
+        pieces.update(parts)
+        pieces.update('.'.join(parts[:i]) for i in range(1, len(parts)))
+    return pieces
+
+
 def explain(cfg) -> Tuple[List[Dict[str, Any]], List[str]]:
     """The rows of the table and the warnings, for a loaded config."""
     model = unwrap_model(build(cfg.model, MODELS, 'model'))
     optimizer_cfg = copy.deepcopy(dict(cfg.optimizer))
     paramwise = optimizer_cfg.get('paramwise_cfg')
     warnings = []
-    dead = unmatched_custom_keys(model, paramwise)
-    names = {n.split('.')[i] for n, _ in model.named_parameters() for i in range(n.count('.') + 1)}
-    for key in dead:
+    for key in unmatched_custom_keys(model, paramwise):
         warnings.append(f"custom key '{key}' matches no parameter name, so training with this "
-                        f'config fails.{did_you_mean(key, names)} The table leaves it out.')
+                        f'config fails.{did_you_mean(key, _name_pieces(model))} The table '
+                        'leaves it out.')
         del paramwise['custom_keys'][key]
     optimizer = build_optimizer(model, optimizer_cfg)
     rows = _plan_rows(model, optimizer_cfg, paramwise, warnings)

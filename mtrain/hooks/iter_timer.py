@@ -21,8 +21,9 @@ class IterTimerHook(Hook):
         self._t = time.perf_counter()
 
     def before_iter(self, runner) -> None:
-        runner.log_buffer.update({'data_time': time.perf_counter() - self._t})
+        self._data_time = time.perf_counter() - self._t
 
     def after_iter(self, runner) -> None:
-        runner.log_buffer.update({'time': time.perf_counter() - self._t})
-        self._t = time.perf_counter()
+        now = time.perf_counter()  # one reading ends this iteration and starts the next
+        runner.log_buffer.update({'data_time': self._data_time, 'time': now - self._t})
+        self._t = now

@@ -72,7 +72,7 @@ def test_table_and_the_warning_for_a_custom_key_that_matches_nothing(explainer, 
                                 'dwconv']
     assert '12 parameters in 12 param group(s), 5 distinct' in out
     assert ("warning: custom key 'haed' matches no parameter name, so training with this "
-            "config fails. Did you mean 'head'?") in out
+            "config fails. Did you mean 'head'") in out
 
 
 def test_no_paramwise_cfg_is_one_group(explainer, repo_root, capsys):

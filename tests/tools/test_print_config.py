@@ -33,3 +33,15 @@ def test_a_typo_fails_with_the_training_message(tool, tmp_path, repo_root, capsy
     assert tool('print_config').main([str(config)]) == 2
     err = capsys.readouterr().err
     assert 'lr_confg' in err and "Did you mean 'lr_config'?" in err
+
+
+
+def test_explain_names_the_file_or_flag_behind_each_key(tool, repo_root, capsys):
+    config = os.path.join(repo_root, 'configs', 'digits', 'lenet_digits.py')
+    assert tool('print_config').main([config, '--explain', '--cfg-options',
+                                      'optimizer.lr=0.05']) == 0
+    rows = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert rows['optimizer.lr'] == '--cfg-options optimizer.lr'
+    assert rows['optimizer.momentum'].endswith('configs/_base_/schedules/sgd_cosine_10e.py')
+    assert rows['seed'].endswith('configs/digits/lenet_digits.py')
+    assert rows['model.type'].endswith('configs/_base_/models/lenet.py')
