@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     for name, values in samples.items():
         median = statistics.median(values)
         extra = '' if name == 'import torch' else f'   (+{median - base:.2f} s over import torch)'
-        print(f'{name:<34} {median:6.2f}{extra}')
+        print(f'{name:<38} {median:6.2f}{extra}')
     return 0
 
 

@@ -2,7 +2,7 @@
 
 ::
 
-    python tools/analyze_logs.py plot_curve WORK_DIR/*.log.json --keys loss accuracy --out curves.png
+    python tools/analyze_logs.py plot_curve DIR/*.log.json --keys loss accuracy --out curves.png
     python tools/analyze_logs.py cal_train_time WORK_DIR/*.log.json [--include-outliers]
 
 Reads the JSON-lines logs ``TextLoggerHook`` writes, and those of mmcv 1.x-era

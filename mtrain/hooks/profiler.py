@@ -61,7 +61,8 @@ class ProfilerHook(Hook):
         if not isinstance(start, int) or start < 0:
             raise ValueError(f'ProfilerHook start must be an iteration number >= 0, got {start!r}')
         if not isinstance(num_iters, int) or num_iters <= 0:
-            raise ValueError(f'ProfilerHook num_iters must be a positive integer, got {num_iters!r}')
+            raise ValueError(f'ProfilerHook num_iters must be a positive integer, '
+                             f'got {num_iters!r}')
         for name in activities or ():
             if name not in ('cpu', 'cuda'):
                 raise ValueError(f"ProfilerHook activities are 'cpu' and 'cuda', got {name!r}")
@@ -118,7 +119,8 @@ class ProfilerHook(Hook):
 
     def _write(self, profiler, runner) -> None:
         os.makedirs(self.out_dir, exist_ok=True)
-        name = f'rank{runner.rank}.{time.time_ns()}.pt.trace.json'  # the TensorBoard plugin's layout
+        # <worker>.<time>.pt.trace.json: the layout TensorBoard's profiler plugin reads.
+        name = f'rank{runner.rank}.{time.time_ns()}.pt.trace.json'
         self.trace_path = osp.join(self.out_dir, name)
         profiler.export_chrome_trace(self.trace_path)
         runner.logger.info(f'profiled iterations {self.start + 1}-{runner.iter + 1}; trace: '

@@ -98,6 +98,8 @@ def _eval_hook(cfg: Config, seed: Optional[int]) -> EvalHook:
 def _batch_processor(cfg: Config) -> Any:
     """``batch_processor`` (default: BasicBatchProcessor), its transforms built from TRANSFORMS."""
     proc = dict(cfg.get('batch_processor') or dict(type='BasicBatchProcessor'))
+    if cfg.get('channels_last') is not None:  # the top-level switch, for the processor
+        proc.setdefault('channels_last', cfg.channels_last)
     if proc.get('batch_transforms'):
         proc['batch_transforms'] = [
             build(t, TRANSFORMS, f'batch_processor.batch_transforms.{i}') if isinstance(t, dict)

@@ -12,8 +12,9 @@ from mtrain.hooks import EvalHook, IterTimerHook, OptimizerHook, TextLoggerHook
 # What an mmdet 2.x run wrote (mmcv 1.x TextLoggerHook): a meta line, train lines with
 # `memory`, val lines whose `iter` is the val loader's length.
 MMCV_LOG = [
-    {'env_info': 'sys.platform: linux\nPyTorch: 1.10.0', 'config': "model = dict(type='FasterRCNN')",
-     'seed': 0, 'exp_name': 'faster_rcnn_r50_fpn_1x_coco.py', 'mmdet_version': '2.25.0'},
+    {'env_info': 'sys.platform: linux\nPyTorch: 1.10.0',
+     'config': "model = dict(type='FasterRCNN')", 'seed': 0,
+     'exp_name': 'faster_rcnn_r50_fpn_1x_coco.py', 'mmdet_version': '2.25.0'},
     {'mode': 'train', 'epoch': 1, 'iter': 50, 'lr': 0.00198, 'memory': 3834, 'data_time': 0.05,
      'loss_rpn_cls': 0.5, 'loss_cls': 1.0, 'loss': 2.0, 'time': 0.90},
     {'mode': 'train', 'epoch': 1, 'iter': 100, 'lr': 0.00398, 'memory': 3834, 'data_time': 0.01,

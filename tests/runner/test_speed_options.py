@@ -1,4 +1,4 @@
-"""``compile = dict(...)``: torch.compile from the config, checkpoints unchanged."""
+"""The speed switches of a config: ``compile = dict(...)`` and ``channels_last = True``."""
 
 import logging
 import os
@@ -40,3 +40,14 @@ def test_bad_compile_config_names_the_key(tmp_path, value, match):
     with pytest.raises(ConfigError, match=match) as info:
         build_runner(cfg, str(tmp_path), logging.getLogger('t'), seed=0)
     assert info.value.key.startswith('compile')
+
+
+def test_top_level_channels_last_switches_the_batch_processor(tmp_path):
+    cfg = _digits()
+    cfg.channels_last = True
+    runner, loaders, workflow = build_runner(cfg, str(tmp_path), logging.getLogger('t'), seed=0)
+    assert runner.batch_processor.channels_last
+    runner.run(loaders, workflow)  # one epoch: the model and the batches were converted
+    conv = runner.model.module.features[3].weight  # 64x32x3x3
+    assert conv.is_contiguous(memory_format=torch.channels_last)
+    assert not conv.is_contiguous()
