@@ -80,8 +80,10 @@ def check_bases(path: str, chain: Tuple[str, ...] = ()) -> None:
         cycle = ' -> '.join(osp.basename(p) for p in chain + (path, ))
         raise ConfigError(f'_base_ files form a cycle: {cycle}; remove one of the references',
                           key='_base_', filename=chain[0])
+    with open(path) as f:
+        source = f.read()
     try:
-        tree = ast.parse(open(path).read(), filename=path)
+        tree = ast.parse(source, filename=path)
     except SyntaxError:
         return  # reported with its line by load_config
     for node in tree.body:

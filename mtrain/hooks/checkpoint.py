@@ -2,10 +2,10 @@
 
 import os
 import os.path as osp
-from typing import Optional
+from typing import List, Optional
 
 from ..registry import HOOKS
-from .hook import Hook
+from .hook import Hook, periodic_stages
 
 
 @HOOKS.register_module()
@@ -51,6 +51,9 @@ class CheckpointHook(Hook):
         self.create_symlink = create_symlink
         # sync_buffer and file_client_args are mmcv 1.x options accepted for
         # compatibility: buffers are synchronised by DDP, files are local.
+
+    def triggered_stages(self) -> List[str]:
+        return periodic_stages(self, self.by_epoch)
 
     def before_run(self, runner) -> None:
         self.out_dir = self.out_dir or runner.work_dir

@@ -15,7 +15,7 @@ import torch
 from ..registry import HOOKS
 from ..utils import ConfigError, broadcast_object, collect_results
 from ..utils.errors import did_you_mean
-from .hook import Hook
+from .hook import Hook, periodic_stages
 
 _RULES = {'greater': lambda a, b: a > b, 'less': lambda a, b: a < b}
 
@@ -63,6 +63,9 @@ class EvalHook(Hook):
         self.rule = rule
         self.best_score: Optional[float] = None
         self.best_ckpt_path: Optional[str] = None
+
+    def triggered_stages(self) -> List[str]:
+        return periodic_stages(self, self.by_epoch)
 
     def after_train_epoch(self, runner) -> None:
         if self.by_epoch and self._due(runner.epoch + 1):

@@ -178,3 +178,13 @@ class Hook:
 
         return [s for s in STAGES
                 if overridden(s) or (s in _FALLBACK and overridden(_FALLBACK[s]))]
+
+
+def periodic_stages(hook: Hook, by_epoch: bool) -> List[str]:
+    """``triggered_stages`` of a hook that acts after epochs or after iterations.
+
+    A checkpoint or evaluation hook counting epochs has nothing to do after an
+    iteration (and vice versa), so it is not called there at all.
+    """
+    idle = 'after_train_iter' if by_epoch else 'after_train_epoch'
+    return [stage for stage in Hook.triggered_stages(hook) if stage != idle]

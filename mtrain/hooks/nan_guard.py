@@ -13,7 +13,7 @@ non-finite step is not applied, not counted as an update, and counted in
 ``skipped_steps``. ``nan_policy = None`` turns the guard off.
 """
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import torch
 
@@ -49,9 +49,11 @@ class NanGuardHook(Hook):
         self.action = action
         self.interval = interval
         self.skipped = 0
-        self._pending: List[torch.Tensor] = []
-        self._terms: List[Dict[str, Any]] = []
-        self._iters: List[int] = []
+        self._pending: List[Tuple[int, Dict[str, Any]]] = []  # (iteration, log_vars)
+        self._last_iter = None
+
+    def before_run(self, runner) -> None:
+        self._last_iter = runner.max_iters
 
     def after_train_iter(self, runner) -> None:
         log_vars = runner.outputs.get('log_vars')
@@ -65,10 +67,9 @@ class NanGuardHook(Hook):
                                       f'step skipped ({self.skipped} so far)')
             runner.log_buffer.update({'skipped_steps': self.skipped})
             return
-        self._pending.append(log_vars['loss'])
-        self._terms.append(log_vars)
-        self._iters.append(runner.iter + 1)
-        if self.every_n_iters(runner, self.interval) or self.is_last_iter(runner):
+        iteration = runner.iter + 1
+        self._pending.append((iteration, log_vars))
+        if len(self._pending) >= self.interval or iteration == self._last_iter:
             self.check(runner)
 
     def before_save_checkpoint(self, runner) -> None:
@@ -83,10 +84,12 @@ class NanGuardHook(Hook):
         """Raise :class:`NonFiniteLossError` if any pending loss is not finite."""
         if not self._pending:
             return
-        finite = torch.isfinite(torch.stack([t if t.dim() == 0 else t.reshape(())
-                                             for t in self._pending]))
-        pending = list(zip(self._iters, self._terms))
-        self._pending, self._terms, self._iters = [], [], []
+        pending, self._pending = self._pending, []
+        losses = [log_vars['loss'] for _, log_vars in pending]
+        try:
+            finite = torch.isfinite(torch.stack(losses))
+        except RuntimeError:  # a loss that is not 0-dim
+            finite = torch.isfinite(torch.stack([t.reshape(()) for t in losses]))
         if bool(finite.all()):
             return
         first = int((~finite).nonzero()[0])

@@ -57,6 +57,8 @@ class ScheduleHook(Hook):
         self.warmup_epochs: Optional[float] = warmup_iters if warmup_by_epoch else None
         self.warmup_iters: Optional[float] = None if warmup_by_epoch else warmup_iters
         self._base: Values = {}
+        self._named_optimizers: List[Tuple[Optional[str], Any]] = []  # fixed for a run
+        self._max_updates: Optional[int] = None  # the run's length, once known
         self._regular: Values = {}
         self._regular_epoch: Optional[int] = None  # the epoch _regular was computed for
         self._warming_up = False  # the last value written was a warmup value
@@ -85,7 +87,9 @@ class ScheduleHook(Hook):
         takes the run's length in epochs as ``max_updates / updates_per_epoch``.
         """
         if not self.by_epoch:
-            return runner.max_updates
+            if self._max_updates is None:  # fixed for the run: computed once
+                self._max_updates = runner.max_updates
+            return self._max_updates
         if getattr(runner, 'max_epochs', None) is not None:
             return runner.max_epochs
         return runner.max_updates / runner.updates_per_epoch
@@ -97,8 +101,10 @@ class ScheduleHook(Hook):
 
     # -- stages ------------------------------------------------------------
     def before_run(self, runner) -> None:
+        self._named_optimizers = self._optimizers(runner)
+        self._max_updates = None
         self._base = {name: self._base_values(name, optimizer)
-                      for name, optimizer in self._optimizers(runner)}
+                      for name, optimizer in self._named_optimizers}
         self._regular = {}
         self._regular_epoch = None
         self._warming_up = False
@@ -110,7 +116,8 @@ class ScheduleHook(Hook):
             self._apply(runner, self._regular)
 
     def before_train_iter(self, runner) -> None:
-        self._resolve_warmup_iters(runner)
+        if self.warmup_iters is None:
+            self._resolve_warmup_iters(runner)
         fresh = not self.by_epoch or runner.epoch != self._regular_epoch
         if fresh:  # every update; or a new epoch that had no before_train_epoch
             self._update_regular(runner)
@@ -140,10 +147,10 @@ class ScheduleHook(Hook):
         self._regular = {
             name: [self._scheduled(runner, base, group)
                    for base, group in zip(self._base[name], optimizer.param_groups)]
-            for name, optimizer in self._optimizers(runner)}
+            for name, optimizer in self._named_optimizers}
         self._regular_epoch = runner.epoch
 
     def _apply(self, runner, values: Values) -> None:
-        for name, optimizer in self._optimizers(runner):
+        for name, optimizer in self._named_optimizers:
             for group, value in zip(optimizer.param_groups, values[name]):
                 self._write(group, value)

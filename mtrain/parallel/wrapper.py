@@ -29,16 +29,18 @@ class ModelWrapper(nn.Module):
     def forward(self, *args, **kwargs) -> Any:
         return self.module(*args, **kwargs)
 
+    # The steps call the user's model directly: going through this wrapper's
+    # own ``__call__`` would only add a second module call per step.
     def train_step(self, batch: Any) -> Any:
         """Forward ``batch`` in train mode; returns the model's losses."""
-        return call_with_batch(self, batch)
+        return call_with_batch(self.module, batch)
 
     def val_step(self, batch: Any) -> Any:
         """Forward ``batch`` for the val workflow phase / evaluation."""
-        return call_with_batch(self, batch)
+        return call_with_batch(self.module, batch)
 
     def test_step(self, batch: Any) -> Any:
-        return call_with_batch(self, batch)
+        return call_with_batch(self.module, batch)
 
     def no_sync(self):
         """Nothing to synchronise in one process."""

@@ -57,25 +57,30 @@ class BasicBatchProcessor:
         batch = to_device(batch, runner.device)
         if self.channels_last:
             batch = self.to_channels_last(runner, batch)
-        step = runner.model.train_step if train_mode else runner.model.val_step
-        if train_mode:
-            runner.call_hook('before_forward')
-        with self.grad_sync(runner, train_mode), self.autocast(runner.device):
-            output = step(batch)
-        if train_mode:
-            runner.call_hook('after_forward')
-        return self.collect(output, batch, train_mode)
+        if not train_mode:
+            with self.autocast(runner.device):
+                return self.collect(runner.model.val_step(batch), batch, False)
+        runner.call_hook('before_forward')
+        sync = self.grad_sync(runner, train_mode)
+        if sync is None and self.autocast_dtype is None:
+            output = runner.model.train_step(batch)  # the common case: no context to enter
+        else:
+            with sync or nullcontext(), self.autocast(runner.device):
+                output = runner.model.train_step(batch)
+        runner.call_hook('after_forward')
+        return self.collect(output, batch, True)
 
     @staticmethod
     def grad_sync(runner, train_mode: bool):
-        """``no_sync()`` unless this step's backward precedes an optimizer step.
+        """``model.no_sync()`` unless this step's backward precedes an optimizer step.
 
         DDP decides at the forward whether the next backward all-reduces, so an
-        accumulation micro-step runs its forward inside ``no_sync()``.
+        accumulation micro-step runs its forward inside ``no_sync()``. None
+        when there is nothing to suspend.
         """
         hook = runner.optimizer_hook
         if not train_mode or hook is None or hook.will_step(runner):
-            return nullcontext()
+            return None
         return runner.model.no_sync()
 
     def to_channels_last(self, runner, batch: Any) -> Any:

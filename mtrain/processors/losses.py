@@ -23,23 +23,28 @@ def parse_losses(output: Any) -> Tuple[torch.Tensor, Dict[str, Any]]:
         raise TypeError('in train mode the model must return a loss tensor or a dict of '
                         f'losses, but it returned {type(output).__name__}')
     log_vars: Dict[str, Any] = {}
+    loss = logged_loss = None
     for name, value in output.items():
         if isinstance(value, torch.Tensor):
-            log_vars[name] = value if value.dim() == 0 else value.mean()  # no op for a scalar
+            value = value if value.dim() == 0 else value.mean()  # no op for a scalar
         elif isinstance(value, (list, tuple)) and all(isinstance(v, torch.Tensor) for v in value):
-            log_vars[name] = sum(v.mean() for v in value)
-        elif isinstance(value, numbers.Number):
-            log_vars[name] = value
-        else:
+            value = sum(v.mean() for v in value)
+        elif not isinstance(value, numbers.Number):
             raise TypeError(f"model output '{name}' is a {type(value).__name__}; losses and "
                             'logged values must be tensors, lists of tensors or numbers')
-    loss_terms = [v for k, v in log_vars.items() if 'loss' in k]
-    if not loss_terms:
+        logged = _detach(value)
+        log_vars[name] = logged
+        if 'loss' in name:
+            if loss is None:  # one term: the total is that term, no addition, no second detach
+                loss, logged_loss = value, logged
+            else:  # not sum(): that adds a 0 first, one more op per step
+                loss, logged_loss = loss + value, None
+    if loss is None:
         raise KeyError(f"the model returned no entry whose key contains 'loss' (keys: "
                        f'{sorted(output)}); name at least one loss term e.g. loss_cls')
-    loss = loss_terms[0]
-    for term in loss_terms[1:]:  # not sum(): that adds a 0 first, one more op per step
-        loss = loss + term
-    log_vars['loss'] = loss
-    log_vars = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in log_vars.items()}
+    log_vars['loss'] = logged_loss if logged_loss is not None else _detach(loss)
     return loss, log_vars
+
+
+def _detach(value: Any) -> Any:
+    return value.detach() if isinstance(value, torch.Tensor) else value

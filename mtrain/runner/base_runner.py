@@ -222,9 +222,14 @@ class BaseRunner:
 
     # -- checkpoints ---------------------------------------------------------
     def _progress(self) -> Dict[str, int]:
-        """Where a resumed run continues (set by the loops as iterations finish)."""
-        return dict(getattr(self, '_resume_point',
-                            dict(epoch=self._epoch, inner_iter=0, iter=self._iter)))
+        """Where a resumed run continues (set by the loops as iterations finish).
+
+        The loops keep it as an ``(epoch, inner_iter, iter)`` tuple: cheap to
+        set every iteration.
+        """
+        epoch, inner_iter, iteration = getattr(self, '_resume_point',
+                                               (self._epoch, 0, self._iter))
+        return dict(epoch=epoch, inner_iter=inner_iter, iter=iteration)
 
     def state_dict(self, save_optimizer: bool = True) -> Dict[str, Any]:
         """Everything the rest of the run depends on, as a checkpoint dict."""
@@ -297,7 +302,7 @@ class BaseRunner:
         progress = ckpt['progress']
         self._epoch, self._iter = progress['epoch'], progress['iter']
         self._start_inner_iter = progress['inner_iter']
-        self._resume_point = {k: progress[k] for k in ('epoch', 'inner_iter', 'iter')}
+        self._resume_point = (progress['epoch'], progress['inner_iter'], progress['iter'])
         self.num_updates = progress['num_updates']
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
             _load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])

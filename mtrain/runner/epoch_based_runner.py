@@ -56,13 +56,13 @@ class EpochBasedRunner(BaseRunner):
             self.data_batch = batch
             self.call_hook('before_train_iter')
             self.run_iter(batch, train_mode=True)
-            self._resume_point = dict(epoch=self._epoch, inner_iter=i + 1, iter=self._iter + 1)
+            self._resume_point = (self._epoch, i + 1, self._iter + 1)
             self.call_hook('after_train_iter')
             self._iter += 1
             self.data_batch = None
             if self.should_stop and i + 1 < len(data_loader):
                 return  # stopped mid-epoch (preemption): no epoch-end hooks
-        self._resume_point = dict(epoch=self._epoch + 1, inner_iter=0, iter=self._iter)
+        self._resume_point = (self._epoch + 1, 0, self._iter)
         self.call_hook('after_train_epoch')
         self._epoch += 1
 

@@ -59,8 +59,7 @@ class IterBasedRunner(BaseRunner):
         self.data_batch = batch
         self.call_hook('before_train_iter')
         self.run_iter(batch, train_mode=True)
-        self._resume_point = dict(epoch=data_loader.epoch, inner_iter=data_loader.consumed,
-                                  iter=self._iter + 1)
+        self._resume_point = (data_loader.epoch, data_loader.consumed, self._iter + 1)
         self.call_hook('after_train_iter')
         self.data_batch = None
         self._inner_iter += 1

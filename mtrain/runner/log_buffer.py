@@ -1,14 +1,16 @@
 """Logged values, kept as they come until a log line is due.
 
 ``update`` only appends references: a device tensor is not read (nothing
-waits for the GPU) and no arithmetic runs per iteration. ``average`` turns an
-interval's values into weighted means with a few tensor ops and one host
-transfer for all keys. Memory is bounded: an interval's values are dropped
+waits for the GPU) and no arithmetic runs per iteration. ``average`` reads
+an interval's tensors back with one ``stack`` and one host transfer for all
+keys, and takes the weighted means on the host (``math.fsum``, exact to the
+last bit of float64). Memory is bounded: an interval's values are dropped
 once averaged, and a key that nobody averages is folded into one entry every
 ``max_pending`` updates.
 """
 
 import math
+import operator
 from typing import Any, Dict, List, Tuple, Union
 
 import torch
@@ -34,8 +36,8 @@ class LogBuffer:
     def update(self, values: Dict[str, Number], count: int = 1) -> None:
         """Record ``values`` (tensors or numbers), each weighted by ``count``."""
         for key, value in values.items():
-            if isinstance(value, torch.Tensor) and value.requires_grad:
-                value = value.detach()
+            if isinstance(value, torch.Tensor) and (value.requires_grad or value.dim()):
+                value = _scalar(key, value)
             pending = self._values.get(key)
             if pending is None:
                 self._values[key], self._counts[key] = [value], [count]
@@ -60,7 +62,7 @@ class LogBuffer:
         tensor on the values' device, computed with one ``stack`` (no host sync).
         """
         values, counts = self._values[key], self._counts[key]
-        tensors = [v.reshape(()) if v.dim() else v for v in values if isinstance(v, torch.Tensor)]
+        tensors = [v for v in values if isinstance(v, torch.Tensor)]  # 0-dim (see update)
         numbers = math.fsum(float(v) * c for v, c in zip(values, counts)
                             if not isinstance(v, torch.Tensor))
         if not tensors:
@@ -82,31 +84,53 @@ class LogBuffer:
 
         Args:
             reduce_fn: optional ``fn(tensor) -> tensor`` applied to the sums
-                and counts before dividing (the all-reduce over ranks).
+                and counts before dividing (the mean over ranks).
         """
         keys = list(self._values)
         if not keys:
             return
-        sums, counts = zip(*(self._weighted_sum(k) for k in keys))
-        is_tensor = [isinstance(s, torch.Tensor) for s in sums]
-        device = next((s.device for s in sums if isinstance(s, torch.Tensor)), torch.device('cpu'))
-        if reduce_fn is not None:  # every key goes through the all-reduce, in one tensor
-            is_tensor = [True] * len(keys)
-        on_device = [i for i, t in enumerate(is_tensor) if t]
-        means = [s / c for s, c in zip(sums, counts)]  # numbers; tensors are replaced below
-        if on_device:
-            stacked = torch.stack([torch.as_tensor(sums[i], dtype=torch.float64, device=device)
-                                   for i in on_device])
-            totals = torch.tensor([counts[i] for i in on_device], dtype=torch.float64,
-                                  device=device)
-            if reduce_fn is not None:
-                stacked, totals = reduce_fn(stacked), reduce_fn(totals)
-            for i, mean in zip(on_device, (stacked / totals).tolist()):  # the one host sync
-                means[i] = mean
-        self.output.update(zip(keys, means))
+        values = self._read_back(keys)
+        sums, counts = [], []
+        for key in keys:
+            weights = self._counts[key]
+            if weights.count(weights[0]) == len(weights):  # the usual case: a fixed batch size
+                sums.append(math.fsum(values[key]) * weights[0])
+            else:
+                sums.append(math.fsum(map(operator.mul, values[key], weights)))
+            counts.append(sum(weights))
+        if reduce_fn is not None:  # every key in one collective
+            device = self._device(keys)
+            reduced = reduce_fn(torch.tensor(sums + counts, dtype=torch.float64, device=device))
+            reduced = reduced.tolist()
+            sums, counts = reduced[:len(keys)], reduced[len(keys):]
+        self.output.update((key, s / c) for key, s, c in zip(keys, sums, counts))
         self.ready = True
         self._values.clear()
         self._counts.clear()
+
+    def _read_back(self, keys: List[str]) -> Dict[str, List[Number]]:
+        """Every key's values as host numbers, the tensors read in one transfer."""
+        on_device = [k for k in keys if isinstance(self._values[k][0], torch.Tensor)]
+        values = {k: self._values[k] for k in keys}
+        if not on_device:
+            return values
+        flat = [v for k in on_device for v in self._values[k]]
+        try:
+            read = torch.stack(flat).tolist()  # the one host sync
+        except (TypeError, RuntimeError):  # numbers among tensors, or tensors on two devices
+            read = [float(v) for v in flat]
+        start = 0
+        for key in on_device:
+            end = start + len(self._values[key])
+            values[key], start = read[start:end], end
+        return values
+
+    def _device(self, keys: List[str]) -> torch.device:
+        for key in keys:
+            for value in self._values[key]:
+                if isinstance(value, torch.Tensor):
+                    return value.device
+        return torch.device('cpu')
 
     def clear(self) -> None:
         self._values.clear()
@@ -128,3 +152,11 @@ class LogBuffer:
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self._values = {k: [v] for k, v in state.get('values', {}).items()}
         self._counts = {k: [c] for k, c in state.get('counts', {}).items()}
+
+
+def _scalar(key: str, value: torch.Tensor) -> torch.Tensor:
+    """A detached 0-dim view of a one-element tensor (what ``average`` stacks)."""
+    if value.numel() != 1:
+        raise ValueError(f"logged value '{key}' has shape {tuple(value.shape)}; log scalars "
+                         '(e.g. its .mean())')
+    return value.detach().reshape(())

@@ -32,7 +32,7 @@ def test_event_file_holds_the_logged_losses_lr_momentum_grad_norm_and_metrics(
             'momentum', 'val/accuracy'} <= set(scalars)
     assert 'train/time' not in scalars and 'train/data_time' not in scalars  # as mmcv 1.x
     [log] = [n for n in os.listdir(tmp_path) if n.endswith('.log.json')]
-    lines = [r for r in map(json.loads, open(tmp_path / log)) if 'mode' in r]
+    lines = [r for r in map(json.loads, (tmp_path / log).read_text().splitlines()) if 'mode' in r]
     train = [line for line in lines if line['mode'] == 'train']
     # The same values as the text log, at the global iteration.
     assert [step for step, _ in scalars['train/loss']] == [4, 8, 12, 16]

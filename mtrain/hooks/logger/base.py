@@ -48,11 +48,8 @@ class LoggerHook(Hook):
         runner.log_buffer.clear()  # values of the last epoch's partial interval
 
     def after_train_iter(self, runner) -> None:
-        if self.by_epoch and self.every_n_inner_iters(runner, self.interval):
-            runner.log_buffer.average(runner.reduce_log_values)
-        elif not self.by_epoch and self.every_n_iters(runner, self.interval):
-            runner.log_buffer.average(runner.reduce_log_values)
-        elif not self.ignore_last and self.end_of_epoch(runner):  # len(loader) only if needed
+        done = (runner.inner_iter if self.by_epoch else runner.iter) + 1
+        if done % self.interval == 0 or (not self.ignore_last and self.end_of_epoch(runner)):
             runner.log_buffer.average(runner.reduce_log_values)
         if runner.log_buffer.ready:
             self._log_and_reset(runner)

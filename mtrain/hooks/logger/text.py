@@ -41,15 +41,23 @@ class TextLoggerHook(LoggerHook):
         self.interval_exp_name = interval_exp_name
         self.out_dir = out_dir
         self.json_log_path = None
+        self._json_file = None  # open for the whole run: one write per line, no reopening
 
     def before_run(self, runner) -> None:
         super().before_run(runner)
         self.start_iter = runner.iter
         out_dir = self.out_dir or runner.work_dir
         if out_dir is not None and runner.rank == 0:
+            self.after_run(runner)
             self.json_log_path = osp.join(out_dir, f'{runner.timestamp}.log.json')
+            self._json_file = open(self.json_log_path, 'a', buffering=1)  # line-buffered
             if runner.meta:
                 self._dump(runner.meta)
+
+    def after_run(self, runner) -> None:
+        if self._json_file is not None:
+            self._json_file.close()
+            self._json_file = None
 
     def log(self, runner) -> None:
         line = self.log_dict(runner)
@@ -83,11 +91,10 @@ class TextLoggerHook(LoggerHook):
         return text
 
     def _dump(self, record: Dict[str, Any]) -> None:
-        if self.json_log_path is None:
+        if self._json_file is None:
             return
         rounded = OrderedDict((k, _round(v)) for k, v in record.items())
-        with open(self.json_log_path, 'a+') as f:
-            f.write(json.dumps(rounded, default=str) + '\n')
+        self._json_file.write(json.dumps(rounded, default=str) + '\n')
 
 
 def _round(value: Any) -> Any:
