@@ -158,7 +158,12 @@ def check_config(cfg: Config, path: Optional[str] = None) -> None:
 
 
 def parse_cfg_options(items: List[str]) -> Dict[str, Any]:
-    """``['a.b=1', 'c=[1,2]']`` → ``{'a.b': 1, 'c': [1, 2]}`` (mmengine's value syntax)."""
+    """``['a.b=1', 'c=[1,2]']`` → ``{'a.b': 1, 'c': [1, 2]}`` (mmengine's value syntax).
+
+    A value may also be a literal dict, ``dict(type='SGD', lr=0.1)`` or
+    ``{'type': 'SGD'}`` (merged into the config's dict like a ``_base_``
+    override; add ``_delete_=True`` to replace it).
+    """
     options: Dict[str, Any] = {}
     for item in items:
         if '=' not in item:
@@ -167,5 +172,32 @@ def parse_cfg_options(items: List[str]) -> Dict[str, Any]:
         key, value = item.split('=', 1)
         if not key:
             raise ConfigError(f"--cfg-options item '{item}' has an empty key")
-        options[key] = DictAction._parse_iterable(value)
+        options[key] = _parse_option_value(key, value)
     return options
+
+
+def _parse_option_value(key: str, text: str) -> Any:
+    if not text.strip().startswith(('dict(', '{')):
+        return DictAction._parse_iterable(text)
+    try:
+        return _literal(ast.parse(text.strip(), mode='eval').body)
+    except (SyntaxError, ValueError) as e:
+        raise ConfigError(f'--cfg-options {key}={text} is not a literal dict ({e}); write '
+                          f"e.g. {key}=\"dict(type='SGD', lr=0.1)\" with quoted strings, or set "
+                          f'one key at a time: {key}.type=SGD', key=key) from None
+
+
+def _literal(node: ast.AST) -> Any:
+    """``ast.literal_eval`` that also reads ``dict(key=value, ...)`` calls."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == 'dict':
+        if node.args or any(kw.arg is None for kw in node.keywords):
+            raise ValueError('only dict(key=value, ...) is understood')
+        return {kw.arg: _literal(kw.value) for kw in node.keywords}
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            raise ValueError('** inside {} is not understood')
+        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_literal(e) for e in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
+    return ast.literal_eval(node)

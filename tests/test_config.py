@@ -38,6 +38,24 @@ def test_cfg_options_with_list_indices(tmp_path):
     assert list(cfg.workflow[0]) == ['train', 1]
 
 
+def test_cfg_options_take_literal_dicts(tmp_path):
+    cfg = load_config(write(tmp_path / 'c.py', """
+        optimizer = dict(type='SGD', lr=0.1, momentum=0.9)
+        lr_config = dict(policy='step', step=[3])
+    """), parse_cfg_options([
+        "optimizer=dict(lr=0.01, paramwise_cfg=dict(custom_keys={'head': dict(lr_mult=10.)}))",
+        "lr_config={'_delete_': True, 'policy': 'fixed', 'steps': [dict(a=1), (2, 3)]}"]))
+    assert cfg.optimizer.to_dict() == dict(type='SGD', lr=0.01, momentum=0.9, paramwise_cfg=dict(
+        custom_keys={'head': dict(lr_mult=10.)}))  # merged, as a _base_ override is
+    assert cfg.lr_config.to_dict() == dict(policy='fixed', steps=[dict(a=1), (2, 3)])
+
+
+@pytest.mark.parametrize('value', ["dict(type=SGD)", "dict(**x)", "{'a': 1"])
+def test_a_dict_option_that_is_not_a_literal_says_how_to_write_it(value):
+    with pytest.raises(ConfigError, match=r"not a literal dict.*optimizer\.type=SGD"):
+        parse_cfg_options([f'optimizer={value}'])
+
+
 def test_malformed_cfg_option_is_a_clear_error():
     with pytest.raises(ConfigError, match="is not key=value"):
         parse_cfg_options(['optimizer.lr'])

@@ -29,18 +29,19 @@ class ModelWrapper(nn.Module):
     def forward(self, *args, **kwargs) -> Any:
         return self.module(*args, **kwargs)
 
-    # The steps call the user's model directly: going through this wrapper's
-    # own ``__call__`` would only add a second module call per step.
+    # The steps call the user's model directly: going through this wrapper's own
+    # ``__call__`` would add a second module call per step, and ``self.module``
+    # a Python-level ``nn.Module.__getattr__``; ``_modules`` is a plain dict.
     def train_step(self, batch: Any) -> Any:
         """Forward ``batch`` in train mode; returns the model's losses."""
-        return call_with_batch(self.module, batch)
+        return call_with_batch(self._modules['module'], batch)
 
     def val_step(self, batch: Any) -> Any:
         """Forward ``batch`` for the val workflow phase / evaluation."""
-        return call_with_batch(self.module, batch)
+        return call_with_batch(self._modules['module'], batch)
 
     def test_step(self, batch: Any) -> Any:
-        return call_with_batch(self.module, batch)
+        return call_with_batch(self._modules['module'], batch)
 
     def no_sync(self):
         """Nothing to synchronise in one process."""

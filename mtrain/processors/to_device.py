@@ -27,7 +27,7 @@ def batch_size(batch: Any) -> int:
 
 def _leading_dim(batch: Any):
     if isinstance(batch, torch.Tensor):
-        return batch.shape[0] if batch.dim() else 1
+        return len(batch) if batch.dim() else 1
     if isinstance(batch, dict):
         batch = list(batch.values())
     if isinstance(batch, (list, tuple)):
