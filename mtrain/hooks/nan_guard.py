@@ -10,7 +10,9 @@ written, and the run stops at most ``interval - 1`` iterations after the bad one
 ``action='skip'`` must know before the optimizer step, so it reads the loss
 every iteration (one host sync, the one GradScaler pays under fp16); a
 non-finite step is not applied, not counted as an update, and counted in
-``skipped_steps``. ``nan_policy = None`` turns the guard off.
+``skipped_steps``. Under DDP the ranks decide together: a step is skipped
+on every rank when the loss is not finite on any of them, so the weights
+stay identical. ``nan_policy = None`` turns the guard off.
 """
 
 from typing import Any, Dict, List, Tuple
@@ -18,6 +20,7 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 from ..registry import HOOKS
+from ..utils import all_ranks_true
 from .hook import Hook
 
 
@@ -60,10 +63,12 @@ class NanGuardHook(Hook):
         if log_vars is None:
             return
         if self.action == 'skip':
-            if not bool(torch.isfinite(log_vars['loss'])):  # the documented per-iteration sync
+            # The documented per-iteration sync; under DDP every rank skips if any must.
+            if not all_ranks_true(torch.isfinite(log_vars['loss'])):
                 runner.outputs['skip_step'] = True
                 self.skipped += 1
-                runner.logger.warning(f'non-finite loss at iteration {runner.iter + 1}: '
+                where = ' (on at least one rank)' if runner.world_size > 1 else ''
+                runner.logger.warning(f'non-finite loss at iteration {runner.iter + 1}{where}: '
                                       f'step skipped ({self.skipped} so far)')
             runner.log_buffer.update({'skipped_steps': self.skipped})
             return

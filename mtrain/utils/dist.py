@@ -57,6 +57,20 @@ def all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
     return reduced.div_(world_size).to(tensor.device)
 
 
+def all_ranks_true(flag: torch.Tensor) -> bool:
+    """Whether the boolean ``flag`` holds on every rank (one all-reduce; reads it back).
+
+    For decisions every rank must take alike, e.g. skipping a step whose loss
+    is not finite on some rank: if one rank skipped and another stepped,
+    their weights would drift apart (or the stepping rank's all-reduce hang).
+    """
+    if get_dist_info()[1] == 1:
+        return bool(flag)
+    value = flag.detach().to(comm_device(), torch.int32)
+    dist.all_reduce(value, op=dist.ReduceOp.MIN)
+    return bool(value)
+
+
 def collect_results(part: torch.Tensor, size: int) -> torch.Tensor:
     """Every rank's predictions, in dataset order, without sampler padding.
 
