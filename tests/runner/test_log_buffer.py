@@ -50,3 +50,31 @@ def test_update_does_not_compute_on_the_values():
     t = torch.tensor(2.0)
     buf.update({'loss': t})
     assert buf.pending('loss')[0] is t  # a reference, no copy, no op
+
+
+def test_numbers_and_tensors_mixed_in_one_key_average_exactly():
+    buf = LogBuffer()
+    buf.update({'acc': 0.5, 'loss': torch.tensor([2.0])}, count=1)  # a 1-element tensor is fine
+    buf.update({'acc': torch.tensor(1.0), 'loss': torch.tensor(4.0)}, count=3)
+    buf.average()
+    assert buf.output == {'acc': (0.5 + 3.0) / 4, 'loss': (2.0 + 12.0) / 4}
+
+
+def test_a_logged_vector_is_a_clear_error():
+    import pytest
+    with pytest.raises(ValueError, match="'per_class' has shape \\(3,\\)"):
+        LogBuffer().update({'per_class': torch.ones(3)})
+
+
+def test_reduce_fn_sees_every_sum_and_count_in_one_tensor():
+    seen = []
+
+    def reduce_fn(t):
+        seen.append(t.clone())
+        return t * 2  # both sums and counts doubled: the means do not change
+
+    buf = LogBuffer()
+    buf.update({'loss': torch.tensor(1.0), 'time': 0.25}, count=4)
+    buf.average(reduce_fn)
+    assert len(seen) == 1 and seen[0].tolist() == [4.0, 1.0, 4.0, 4.0]
+    assert buf.output == {'loss': 1.0, 'time': 0.25}
