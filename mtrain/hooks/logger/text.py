@@ -48,13 +48,16 @@ class TextLoggerHook(LoggerHook):
         self.start_iter = runner.iter
         out_dir = self.out_dir or runner.work_dir
         if out_dir is not None and runner.rank == 0:
-            self.after_run(runner)
+            self._close_json()  # a hook reused for a second run
             self.json_log_path = osp.join(out_dir, f'{runner.timestamp}.log.json')
             self._json_file = open(self.json_log_path, 'a', buffering=1)  # line-buffered
             if runner.meta:
                 self._dump(runner.meta)
 
     def after_run(self, runner) -> None:
+        self._close_json()
+
+    def _close_json(self) -> None:
         if self._json_file is not None:
             self._json_file.close()
             self._json_file = None
