@@ -179,6 +179,17 @@ class Hook:
         return [s for s in STAGES
                 if overridden(s) or (s in _FALLBACK and overridden(_FALLBACK[s]))]
 
+    def method_for(self, stage: str):
+        """The bound method that does this hook's work at ``stage``.
+
+        ``before_train_iter`` of a hook that only overrides ``before_iter`` is
+        its ``before_iter`` itself: the runner calls it without the fallback hop.
+        """
+        fallback = _FALLBACK.get(stage)
+        if fallback is not None and getattr(type(self), stage) is getattr(Hook, stage):
+            return getattr(self, fallback)
+        return getattr(self, stage)
+
 
 def periodic_stages(hook: Hook, by_epoch: bool) -> List[str]:
     """``triggered_stages`` of a hook that acts after epochs or after iterations.

@@ -17,7 +17,7 @@ import os
 import os.path as osp
 import signal
 import time
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -84,6 +84,7 @@ class BaseRunner:
         self.reduce_log_values = all_reduce_mean if self.world_size > 1 else None
         self._hooks: List[Hook] = []
         self._stage_hooks: Dict[str, List[Hook]] = {s: [] for s in STAGES}
+        self._stage_calls: Dict[str, Tuple[Callable, ...]] = {s: () for s in STAGES}
         self._epoch = 0
         self._iter = 0
         self._inner_iter = 0
@@ -148,6 +149,9 @@ class BaseRunner:
             self.optimizer_hook = hook
         self._stage_hooks = {s: [h for h in self._hooks if s in h.triggered_stages()]
                              for s in STAGES}
+        # What call_hook runs: each hook's working method, resolved once here.
+        self._stage_calls = {s: tuple(h.method_for(s) for h in hooks)
+                             for s, hooks in self._stage_hooks.items()}
 
     def register_training_hooks(self, lr_config=None, optimizer_config=None,
                                 checkpoint_config=None, log_config=None,
@@ -163,8 +167,8 @@ class BaseRunner:
 
     def call_hook(self, stage: str) -> None:
         """Call every hook that acts at ``stage``, in priority order."""
-        for hook in self._stage_hooks[stage]:
-            getattr(hook, stage)(self)
+        for method in self._stage_calls[stage]:
+            method(self)
 
     def get_hook_info(self) -> str:
         """A table of which hooks run at which stage, for the log."""

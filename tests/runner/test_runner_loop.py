@@ -89,6 +89,31 @@ def test_generic_before_iter_falls_back_for_train_and_val(make_runner):
     assert set(Generic().triggered_stages()) == {'before_train_iter', 'before_val_iter'}
 
 
+def test_the_runner_calls_the_method_that_does_the_work(make_runner, toy_loader):
+    class Generic(Hook):  # only the generic point: called directly, train and val
+        def after_iter(self, runner):
+            calls.append(('generic', runner.mode))
+
+    class Specific(Generic):  # a train override that extends the generic one
+        def after_train_iter(self, runner):
+            calls.append(('specific', runner.mode))
+            super().after_train_iter(runner)
+
+    calls = []
+    runner = make_runner(max_len=1)
+    generic, specific = Generic(), Specific()
+    runner.register_hook(generic)
+    runner.register_hook(specific)
+    assert runner._stage_calls['after_train_iter'] == (generic.after_iter,
+                                                       specific.after_train_iter)
+    runner.run([toy_loader, toy_loader], [('train', 1), ('val', 1)])
+    per_iter = len(toy_loader)
+    assert calls[:3] == [('generic', 'train'), ('specific', 'train'), ('generic', 'train')]
+    assert calls.count(('specific', 'train')) == per_iter
+    assert calls.count(('generic', 'train')) == 2 * per_iter
+    assert calls.count(('generic', 'val')) == 2 * per_iter
+
+
 def test_unknown_priority_name_is_a_clear_error(make_runner):
     with pytest.raises(ValueError, match='unknown priority'):
         make_runner().register_hook(Hook(), 'MEDIUM')
