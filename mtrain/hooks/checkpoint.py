@@ -16,6 +16,7 @@ class CheckpointHook(Hook):
 
         checkpoint_config = dict(interval=1)                         # every epoch
         checkpoint_config = dict(interval=500, by_epoch=False, max_keep_ckpts=3)
+        checkpoint_config = dict(interval=1, async_save=True)  # written in the background
 
     Args:
         interval: epochs (or iterations) between checkpoints; -1 saves only
@@ -29,6 +30,10 @@ class CheckpointHook(Hook):
         save_last: always save at the end of training.
         filename_tmpl: e.g. ``'ckpt_{}.pth'`` (default epoch_{}/iter_{}).
         create_symlink: move ``latest.pth`` to each new checkpoint.
+        async_save: snapshot the state, then write it on a background thread
+            while training goes on (crash-safe all the same; see
+            :mod:`mtrain.runner.checkpoint_writer`). Worth it when writing
+            takes long next to an iteration: a large model, a slow disk.
     """
 
     priority = 'NORMAL'
@@ -36,7 +41,7 @@ class CheckpointHook(Hook):
     def __init__(self, interval: int = -1, by_epoch: bool = True, save_optimizer: bool = True,
                  out_dir: Optional[str] = None, max_keep_ckpts: int = -1,
                  save_last: bool = True, filename_tmpl: Optional[str] = None,
-                 create_symlink: bool = True, sync_buffer: bool = False,
+                 create_symlink: bool = True, async_save: bool = False, sync_buffer: bool = False,
                  file_client_args: Optional[dict] = None) -> None:
         if not isinstance(interval, int) or interval == 0 or interval < -1:
             raise ValueError(f'checkpoint interval must be a positive integer or -1 (only the '
@@ -49,6 +54,7 @@ class CheckpointHook(Hook):
         self.save_last = save_last
         self.filename_tmpl = filename_tmpl
         self.create_symlink = create_symlink
+        self.async_save = async_save
         # sync_buffer and file_client_args are mmcv 1.x options accepted for
         # compatibility: buffers are synchronised by DDP, files are local.
 
@@ -69,13 +75,19 @@ class CheckpointHook(Hook):
             self._save(runner, runner.iter + 1, self.filename_tmpl or 'iter_{}.pth')
 
     def _save(self, runner, number: int, tmpl: str) -> None:
-        path = runner.save_checkpoint(self.out_dir, filename_tmpl=tmpl.format(number),
-                                      save_optimizer=self.save_optimizer,
-                                      create_symlink=self.create_symlink)
+        path = runner.save_checkpoint(
+            self.out_dir, filename_tmpl=tmpl.format(number), save_optimizer=self.save_optimizer,
+            create_symlink=self.create_symlink, background=self.async_save,
+            on_written=lambda path: self._remove_old(runner, path, number, tmpl))
         if path is None:  # not rank 0
             return
-        runner.logger.info(f'Saved checkpoint {path}')
+        runner.logger.info(f'{"Saving" if self.async_save else "Saved"} checkpoint {path}')
         runner.meta.setdefault('hook_msgs', {})['last_ckpt'] = path
+
+    def _remove_old(self, runner, path: str, number: int, tmpl: str) -> None:
+        """Drop files beyond ``max_keep_ckpts``, once ``path`` is whole."""
+        if self.async_save:
+            runner.logger.info(f'Saved checkpoint {path}')
         if self.max_keep_ckpts > 0:
             step = self.interval if self.interval > 0 else 1
             for old in range(number - self.max_keep_ckpts * step, 0, -step):

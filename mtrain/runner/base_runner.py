@@ -28,8 +28,10 @@ from ..parallel import ModelWrapper
 from ..processors import BasicBatchProcessor
 from .. import __version__
 from ..utils import Priority, all_reduce_mean, get_dist_info, get_logger, get_priority
-from .checkpoint import (CheckpointError, load_checkpoint_file, save_checkpoint_file,
-                         update_latest_link, weights_to_cpu)
+from .checkpoint import (CheckpointError, load_checkpoint_file, load_model_state,
+                         load_optimizer_state, model_state, optimizer_state,
+                         save_checkpoint_file, update_latest_link, weights_to_cpu)
+from .checkpoint_writer import CheckpointWriter, snapshot
 from .log_buffer import LogBuffer
 from .rng import get_rng_state, set_rng_state
 from .training_hooks import build_training_hooks
@@ -85,6 +87,7 @@ class BaseRunner:
         self._hooks: List[Hook] = []
         self._stage_hooks: Dict[str, List[Hook]] = {s: [] for s in STAGES}
         self._stage_calls: Dict[str, Tuple[Callable, ...]] = {s: () for s in STAGES}
+        self._checkpoint_writer = CheckpointWriter()
         self._epoch = 0
         self._iter = 0
         self._inner_iter = 0
@@ -235,21 +238,28 @@ class BaseRunner:
                                                (self._epoch, 0, self._iter))
         return dict(epoch=epoch, inner_iter=inner_iter, iter=iteration)
 
-    def state_dict(self, save_optimizer: bool = True) -> Dict[str, Any]:
-        """Everything the rest of the run depends on, as a checkpoint dict."""
+    def state_dict(self, save_optimizer: bool = True, copy: bool = False) -> Dict[str, Any]:
+        """Everything the rest of the run depends on, as a checkpoint dict.
+
+        ``copy``: share no tensor or container with the live run (for a
+        checkpoint written in the background while training goes on).
+        """
         progress = self._progress()
         hook_states = {name: state for name, state in self._named_hook_states()}
         ckpt = {
             'meta': dict(self.meta, epoch=progress['epoch'], iter=progress['iter'],
                          time=time.asctime(), mtrain_version=__version__),
-            'state_dict': weights_to_cpu(_model_state(self.model)),
+            'state_dict': weights_to_cpu(model_state(self.model), copy=copy),
             'progress': dict(progress, num_updates=self.num_updates),
             'hooks': hook_states,
             'log_buffer': self.log_buffer.state_dict(),
             'rng': get_rng_state(),
         }
         if save_optimizer and self.optimizer is not None:
-            ckpt['optimizer'] = _optimizer_state(self.model, self.optimizer)
+            ckpt['optimizer'] = optimizer_state(self.model, self.optimizer)
+        if copy:
+            ckpt.update((key, snapshot(value)) for key, value in ckpt.items()
+                        if key != 'state_dict')  # the weights were copied above
         return ckpt
 
     def _named_hook_states(self):
@@ -260,12 +270,17 @@ class BaseRunner:
 
     def save_checkpoint(self, out_dir: str, filename_tmpl: Optional[str] = None,
                         save_optimizer: bool = True, meta: Optional[Dict] = None,
-                        create_symlink: bool = True) -> Optional[str]:
+                        create_symlink: bool = True, background: bool = False,
+                        on_written: Optional[Callable[[str], None]] = None) -> Optional[str]:
         """Write a checkpoint (rank 0 only) and move ``latest.pth`` to it.
 
         ``filename_tmpl`` is formatted with the number of finished epochs
         (``epoch_{}.pth``) or iterations (a template containing ``iter``).
+        ``background``: snapshot the state now, write it on the checkpoint
+        writer thread (see :mod:`.checkpoint_writer`); ``on_written(path)``
+        runs once the file is whole (e.g. to remove older ones).
         """
+        self.wait_for_checkpoint()  # one write at a time: latest.pth only moves forward
         if self.rank != 0:
             if getattr(self.model, 'collective_checkpoint', False):
                 self.state_dict(save_optimizer)  # FSDP: gathering the weights takes every rank
@@ -275,13 +290,33 @@ class BaseRunner:
         number = progress['iter'] if tmpl.startswith('iter') else progress['epoch']
         path = osp.join(out_dir, tmpl.format(number))
         self.call_hook('before_save_checkpoint')
-        ckpt = self.state_dict(save_optimizer)
+        ckpt = self.state_dict(save_optimizer, copy=background)
         if meta:
             ckpt['meta'].update(meta)
-        save_checkpoint_file(ckpt, path)
-        if create_symlink:
-            update_latest_link(path, osp.join(out_dir, 'latest.pth'))
+
+        def write() -> None:
+            save_checkpoint_file(ckpt, path)
+            if create_symlink:
+                update_latest_link(path, osp.join(out_dir, 'latest.pth'))
+            if on_written is not None:
+                on_written(path)
+
+        if background:
+            self._checkpoint_writer.submit(path, write)
+        else:
+            write()
         return path
+
+    def wait_for_checkpoint(self) -> None:
+        """Wait until a checkpoint being written in the background is whole (or raise its error)."""
+        self._checkpoint_writer.wait()
+
+    def _end_run(self) -> None:
+        """Finish a background checkpoint write, then call ``after_run`` (also after an error)."""
+        try:
+            self.wait_for_checkpoint()
+        finally:
+            self.call_hook('after_run')
 
     def load_checkpoint(self, filename: str, map_location: Any = 'cpu', strict: bool = False,
                         trusted: bool = False) -> Dict[str, Any]:
@@ -289,7 +324,7 @@ class BaseRunner:
         ckpt = load_checkpoint_file(filename, map_location, trusted)
         state = ckpt.get('state_dict', ckpt)
         state = {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
-        result = _load_model_state(self.model, state, strict)
+        result = load_model_state(self.model, state, strict)
         if result.missing_keys or result.unexpected_keys:
             self.logger.warning(f'load_from {filename}: missing keys {result.missing_keys}, '
                                 f'unexpected keys {result.unexpected_keys}')
@@ -309,7 +344,7 @@ class BaseRunner:
         self._resume_point = (progress['epoch'], progress['inner_iter'], progress['iter'])
         self.num_updates = progress['num_updates']
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
-            _load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])
+            load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])
         states = dict(self._named_hooks())
         for key, state in ckpt.get('hooks', {}).items():
             if key in states:
@@ -341,33 +376,6 @@ class Preempted(RuntimeError):
         super().__init__(f'training stopped by {signal_name} after iteration {iteration}{where}. '
                          'Resume with: python tools/train.py CONFIG --auto-resume '
                          '(or --resume-from the checkpoint)')
-
-
-# A wrapper that shards the model (FSDP) gathers and scatters its states itself.
-def _model_state(model: nn.Module) -> Dict[str, Any]:
-    gather = getattr(model, 'checkpoint_state_dict', None)
-    return gather() if gather is not None else model.module.state_dict()
-
-
-def _load_model_state(model: nn.Module, state: Dict[str, Any], strict: bool) -> Any:
-    scatter = getattr(model, 'load_checkpoint_state_dict', None)
-    if scatter is not None:
-        return scatter(state, strict)
-    return model.module.load_state_dict(state, strict=strict)
-
-
-def _optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
-    gather = getattr(model, 'optimizer_state_dict', None)
-    return gather(optimizer) if gather is not None else optimizer.state_dict()
-
-
-def _load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer,
-                          state: Dict[str, Any]) -> None:
-    scatter = getattr(model, 'load_optimizer_state_dict', None)
-    if scatter is not None:
-        scatter(optimizer, state)
-    else:
-        optimizer.load_state_dict(state)
 
 
 def _model_device(model: nn.Module) -> torch.device:

@@ -19,6 +19,7 @@ import re
 from typing import Any, Dict, List, Optional
 
 import torch
+from torch import nn
 
 
 class CheckpointError(RuntimeError):
@@ -119,7 +120,36 @@ def find_latest_valid(work_dir: str, logger=None) -> Optional[str]:
     return None
 
 
-def weights_to_cpu(state_dict: Dict[str, Any]) -> Dict[str, Any]:
-    """A copy of ``state_dict`` with every tensor on the CPU."""
-    return type(state_dict)((k, v.detach().cpu() if isinstance(v, torch.Tensor) else v)
+def weights_to_cpu(state_dict: Dict[str, Any], copy: bool = False) -> Dict[str, Any]:
+    """``state_dict`` with every tensor on the CPU; ``copy``: CPU tensors copied too."""
+    return type(state_dict)((k, v.detach().to('cpu', copy=copy)
+                             if isinstance(v, torch.Tensor) else v)
                             for k, v in state_dict.items())
+
+
+# The model's and optimizer's states go through the wrapper: one that shards the model
+# (FSDP) gathers and scatters them itself.
+def model_state(model: nn.Module) -> Dict[str, Any]:
+    gather = getattr(model, 'checkpoint_state_dict', None)
+    return gather() if gather is not None else model.module.state_dict()
+
+
+def load_model_state(model: nn.Module, state: Dict[str, Any], strict: bool) -> Any:
+    scatter = getattr(model, 'load_checkpoint_state_dict', None)
+    if scatter is not None:
+        return scatter(state, strict)
+    return model.module.load_state_dict(state, strict=strict)
+
+
+def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
+    gather = getattr(model, 'optimizer_state_dict', None)
+    return gather(optimizer) if gather is not None else optimizer.state_dict()
+
+
+def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer,
+                         state: Dict[str, Any]) -> None:
+    scatter = getattr(model, 'load_optimizer_state_dict', None)
+    if scatter is not None:
+        scatter(optimizer, state)
+    else:
+        optimizer.load_state_dict(state)

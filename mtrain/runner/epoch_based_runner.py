@@ -43,7 +43,7 @@ class EpochBasedRunner(BaseRunner):
                         getattr(self, mode)(loader)
             self._save_if_preempted()
         finally:
-            self.call_hook('after_run')
+            self._end_run()
 
     def train(self, data_loader: Any) -> None:
         self.model.train()

@@ -48,7 +48,7 @@ class IterBasedRunner(BaseRunner):
             self._save_if_preempted()
             self.call_hook('after_epoch')
         finally:
-            self.call_hook('after_run')
+            self._end_run()
 
     def train(self, data_loader: IterLoader) -> None:
         self.model.train()

@@ -51,10 +51,13 @@ def _assert_same(a, b):
         assert torch.equal(a[k], b[k]), k
 
 
-@pytest.mark.parametrize('seed', [0, 1, 2])
-def test_sigkill_at_a_random_moment_then_auto_resume(repo_root, tmp_path, reference, seed):
+ASYNC = ['checkpoint_config.async_save=True']  # checkpoints written by a background thread
+
+
+@pytest.mark.parametrize('seed,extra', [(0, []), (1, []), (2, []), (3, ASYNC)])
+def test_sigkill_at_a_random_moment_then_auto_resume(repo_root, tmp_path, reference, seed, extra):
     rng = random.Random(seed)
-    proc = subprocess.Popen(_cmd(repo_root, tmp_path), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(_cmd(repo_root, tmp_path, *extra), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     _wait_for_checkpoint(tmp_path, proc, rng.choice([4, 20, 44, 60]))
     time.sleep(rng.uniform(0, 0.3))
@@ -62,23 +65,25 @@ def test_sigkill_at_a_random_moment_then_auto_resume(repo_root, tmp_path, refere
     proc.wait(timeout=30)
     if proc.returncode == 0:
         pytest.skip('the run finished before the kill')
-    resumed = subprocess.run(_cmd(repo_root, tmp_path, '--auto-resume'), capture_output=True,
-                             text=True, timeout=120)
+    resumed = subprocess.run(_cmd(repo_root, tmp_path, *extra, '--auto-resume'),
+                             capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert 'resumed from' in resumed.stderr
     _assert_same(_final_weights(tmp_path), reference)
 
 
-def test_sigterm_saves_says_how_to_resume_and_resumes_exactly(repo_root, tmp_path, reference):
-    proc = subprocess.Popen(_cmd(repo_root, tmp_path), stdout=subprocess.DEVNULL,
+@pytest.mark.parametrize('extra', [[], ASYNC])
+def test_sigterm_saves_says_how_to_resume_and_resumes_exactly(repo_root, tmp_path, reference,
+                                                              extra):
+    proc = subprocess.Popen(_cmd(repo_root, tmp_path, *extra), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     _wait_for_checkpoint(tmp_path, proc, 8)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
     assert 'SIGTERM' in err and '--auto-resume' in err
-    resumed = subprocess.run(_cmd(repo_root, tmp_path, '--auto-resume'), capture_output=True,
-                             text=True, timeout=120)
+    resumed = subprocess.run(_cmd(repo_root, tmp_path, *extra, '--auto-resume'),
+                             capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     _assert_same(_final_weights(tmp_path), reference)
 
