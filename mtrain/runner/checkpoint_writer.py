@@ -30,7 +30,9 @@ def snapshot(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return obj.copy()
     if isinstance(obj, dict):
-        copy = type(obj)((key, snapshot(value)) for key, value in obj.items())
+        copy = obj.copy()  # the same mapping type (dict, OrderedDict, defaultdict)
+        for key, value in copy.items():
+            copy[key] = snapshot(value)
         if hasattr(obj, '_metadata'):  # a module state_dict's version info
             copy._metadata = obj._metadata
         return copy
