@@ -78,14 +78,14 @@ class CheckpointHook(Hook):
         path = runner.save_checkpoint(
             self.out_dir, filename_tmpl=tmpl.format(number), save_optimizer=self.save_optimizer,
             create_symlink=self.create_symlink, background=self.async_save,
-            on_written=lambda path: self._remove_old(runner, path, number, tmpl))
+            on_written=lambda path: self._on_written(runner, path, number, tmpl))
         if path is None:  # not rank 0
             return
         runner.logger.info(f'{"Saving" if self.async_save else "Saved"} checkpoint {path}')
         runner.meta.setdefault('hook_msgs', {})['last_ckpt'] = path
 
-    def _remove_old(self, runner, path: str, number: int, tmpl: str) -> None:
-        """Drop files beyond ``max_keep_ckpts``, once ``path`` is whole."""
+    def _on_written(self, runner, path: str, number: int, tmpl: str) -> None:
+        """Once ``path`` is whole: report it, and drop files beyond ``max_keep_ckpts``."""
         if self.async_save:
             runner.logger.info(f'Saved checkpoint {path}')
         if self.max_keep_ckpts > 0:

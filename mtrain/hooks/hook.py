@@ -169,15 +169,13 @@ class Hook:
     def is_last_iter(runner) -> bool:
         return runner.iter + 1 == runner.max_iters
 
+    def _overrides(self, method: str) -> bool:
+        return getattr(type(self), method, None) is not getattr(Hook, method, None)
+
     def triggered_stages(self) -> List[str]:
         """The stages at which this hook does something (overrides a method)."""
-        cls = type(self)
-
-        def overridden(method: str) -> bool:
-            return getattr(cls, method, None) is not getattr(Hook, method, None)
-
         return [s for s in STAGES
-                if overridden(s) or (s in _FALLBACK and overridden(_FALLBACK[s]))]
+                if self._overrides(s) or (s in _FALLBACK and self._overrides(_FALLBACK[s]))]
 
     def method_for(self, stage: str):
         """The bound method that does this hook's work at ``stage``.
@@ -186,7 +184,7 @@ class Hook:
         its ``before_iter`` itself: the runner calls it without the fallback hop.
         """
         fallback = _FALLBACK.get(stage)
-        if fallback is not None and getattr(type(self), stage) is getattr(Hook, stage):
+        if fallback is not None and not self._overrides(stage):
             return getattr(self, fallback)
         return getattr(self, stage)
 

@@ -249,7 +249,7 @@ class BaseRunner:
         ckpt = {
             'meta': dict(self.meta, epoch=progress['epoch'], iter=progress['iter'],
                          time=time.asctime(), mtrain_version=__version__),
-            'state_dict': weights_to_cpu(model_state(self.model), copy=copy),
+            'state_dict': model_state(self.model),
             'progress': dict(progress, num_updates=self.num_updates),
             'hooks': hook_states,
             'log_buffer': self.log_buffer.state_dict(),
@@ -257,9 +257,9 @@ class BaseRunner:
         }
         if save_optimizer and self.optimizer is not None:
             ckpt['optimizer'] = optimizer_state(self.model, self.optimizer)
-        if copy:
-            ckpt.update((key, snapshot(value)) for key, value in ckpt.items()
-                        if key != 'state_dict')  # the weights were copied above
+        if copy:  # every tensor copied to the host once, GPU or not
+            return snapshot(ckpt)
+        ckpt['state_dict'] = weights_to_cpu(ckpt['state_dict'])
         return ckpt
 
     def _named_hook_states(self):

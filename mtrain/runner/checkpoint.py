@@ -120,10 +120,9 @@ def find_latest_valid(work_dir: str, logger=None) -> Optional[str]:
     return None
 
 
-def weights_to_cpu(state_dict: Dict[str, Any], copy: bool = False) -> Dict[str, Any]:
-    """``state_dict`` with every tensor on the CPU; ``copy``: CPU tensors copied too."""
-    return type(state_dict)((k, v.detach().to('cpu', copy=copy)
-                             if isinstance(v, torch.Tensor) else v)
+def weights_to_cpu(state_dict: Dict[str, Any]) -> Dict[str, Any]:
+    """A copy of ``state_dict`` with every tensor on the CPU."""
+    return type(state_dict)((k, v.detach().cpu() if isinstance(v, torch.Tensor) else v)
                             for k, v in state_dict.items())
 
 
