@@ -42,6 +42,7 @@ class OptimizerHook(Hook):
     """
 
     priority = 'ABOVE_NORMAL'
+    _processor_backwards = False
 
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None,
                  detect_anomalous_params: bool = False) -> None:
@@ -85,6 +86,8 @@ class OptimizerHook(Hook):
             runner.batch_processor.autocast_dtype = step.amp_dtype
         step.setup(runner.optimizer, runner.device, runner.max_iters, runner.model.module,
                    runner.logger)
+        # Read once: a processor written before the BatchProcessor base class may lack it.
+        self._processor_backwards = getattr(runner.batch_processor, 'does_backward', False)
         if step.cumulative_iters > 1:
             self._warn_about_accumulation(runner)
 
@@ -93,7 +96,7 @@ class OptimizerHook(Hook):
 
     def after_train_iter(self, runner) -> None:
         step = self.optim_step
-        if not runner.batch_processor.does_backward:
+        if not self._processor_backwards:
             runner.call_hook('before_backward')
             step.backward(runner.outputs['loss'], runner.iter)
             runner.call_hook('after_backward')

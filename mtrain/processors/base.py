@@ -114,14 +114,15 @@ class BatchProcessor:
         return {'loss': loss, 'log_vars': log_vars, 'num_samples': batch_size(batch)}
 
     @staticmethod
-    def grad_sync(runner):
-        """``model.no_sync()`` unless this iteration's backward precedes an optimizer update.
+    def grad_sync(runner, final: bool = True):
+        """``model.no_sync()`` unless this backward is the one before an optimizer update.
 
-        DDP decides at the forward whether the next backward all-reduces, so an
-        accumulation micro-step runs its forward inside ``no_sync()``.
+        DDP decides at the forward whether the next backward all-reduces, so
+        the forward of an accumulation micro-step (or of any but the ``final``
+        batch of a step) runs inside ``no_sync()``.
         """
         step = runner.optim_step
-        if step is None or step.ends_window(runner.iter):
+        if final and (step is None or step.ends_window(runner.iter)):
             return nullcontext()
         return runner.model.no_sync()
 

@@ -5,7 +5,6 @@ See ``docs/batch_processors.md`` for the gradient arithmetic.
 """
 
 import importlib
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -116,11 +115,10 @@ class MultiBatchProcessor(BatchProcessor):
         if runner.optim_step is None:
             raise RuntimeError('MultiBatchProcessor does the backward itself and needs an '
                                'OptimizerHook: set optimizer_config (e.g. dict(grad_clip=None))')
-        updates = runner.optim_step.ends_window(runner.iter)
         results = []
         for i, item in enumerate(batches):
-            synced = updates and i == len(batches) - 1  # DDP all-reduces in this backward only
-            with nullcontext() if synced else runner.model.no_sync():
+            # DDP all-reduces in the last backward of a step that updates, and only there
+            with self.grad_sync(runner, final=i == len(batches) - 1):
                 results.append(self._forward_backward(runner, MicroBatch(i, len(batches), item)))
             if self.empty_cache and runner.device.type == 'cuda':
                 torch.cuda.empty_cache()
