@@ -63,8 +63,11 @@ class ScheduleHook(Hook):
         self.warmup_iters: Optional[float] = None if warmup_by_epoch else warmup_iters
         self._base: Values = {}
         self._named_optimizers: List[Tuple[Optional[str], Any]] = []  # fixed for a run
+        # Every (optimizer name, param group, initial value), flat: the per-iteration
+        # loops walk one list (a few merged groups) instead of nested dicts.
+        self._slots: List[Tuple[Optional[str], Dict[str, Any], float]] = []
         self._max_iters: Optional[int] = None  # the run's length, once known
-        self._regular: Values = {}
+        self._regular: List[float] = []  # one per slot
         self._regular_epoch: Optional[int] = None  # the epoch _regular was computed for
         self._warming_up = False  # the last value written was a warmup value
 
@@ -72,6 +75,11 @@ class ScheduleHook(Hook):
     def _base_values(self, name: Optional[str], optimizer: Any) -> List[float]:
         """The initial value of each param group (recorded in the group)."""
         raise NotImplementedError
+
+    #: Whether :meth:`_scheduled` reads the group beyond its initial value
+    #: (OneCycle momentum's per-group bounds); if not, groups that share an
+    #: initial value share one computation.
+    reads_group = False
 
     def _write(self, group: Dict[str, Any], value: float) -> None:
         raise NotImplementedError
@@ -110,7 +118,9 @@ class ScheduleHook(Hook):
         self._max_iters = None
         self._base = {name: self._base_values(name, optimizer)
                       for name, optimizer in self._named_optimizers}
-        self._regular = {}
+        self._slots = [(name, group, base) for name, optimizer in self._named_optimizers
+                       for group, base in zip(optimizer.param_groups, self._base[name])]
+        self._regular = []
         self._regular_epoch = None
         self._warming_up = False
 
@@ -118,7 +128,7 @@ class ScheduleHook(Hook):
         self._resolve_warmup_iters(runner)
         if self.by_epoch:
             self._update_regular(runner)
-            self._apply(runner, self._regular)
+            self._apply(self._regular)
 
     def before_train_iter(self, runner) -> None:
         if self.warmup_iters is None:
@@ -130,11 +140,10 @@ class ScheduleHook(Hook):
         if self.warmup is not None and cur < self.warmup_iters:
             # By epoch, the warmup scales the current epoch's regular value (as mmcv).
             factor = warmup_factor(self.warmup, cur, self.warmup_iters, self.warmup_ratio)
-            self._apply(runner, {name: [v * factor for v in values]
-                                 for name, values in self._regular.items()})
+            self._apply([v * factor for v in self._regular])
             self._warming_up = True
         elif fresh or self._warming_up:
-            self._apply(runner, self._regular)
+            self._apply(self._regular)
             self._warming_up = False
 
     # -- helpers -----------------------------------------------------------
@@ -149,16 +158,29 @@ class ScheduleHook(Hook):
             self.warmup_iters = self.warmup_epochs * len(runner.data_loader)
 
     def _update_regular(self, runner) -> None:
-        self._regular = {
-            name: [self._scheduled(runner, base, group)
-                   for base, group in zip(self._base[name], optimizer.param_groups)]
-            for name, optimizer in self._named_optimizers}
+        scheduled = self._scheduled
+        if self.reads_group:
+            self._regular = [scheduled(runner, base, group) for _, group, base in self._slots]
+        else:  # the value is a function of the initial value: once per distinct one
+            memo: Dict[float, float] = {}
+            self._regular = []
+            for _, group, base in self._slots:
+                if base not in memo:
+                    memo[base] = scheduled(runner, base, group)
+                self._regular.append(memo[base])
         self._regular_epoch = runner.epoch
 
-    def _apply(self, runner, values: Values) -> None:
-        for name, optimizer in self._named_optimizers:
-            for group, value in zip(optimizer.param_groups, values[name]):
-                self._write(group, value)
+    def _apply(self, values: List[float]) -> None:
+        write = self._write
+        for (_, group, _), value in zip(self._slots, values):
+            write(group, value)
+
+    def _per_optimizer(self, values: List[float]) -> Values:
+        """Flat per-slot values as ``{optimizer name: [value per group]}``."""
+        out: Values = {}
+        for (name, _, _), value in zip(self._slots, values):
+            out.setdefault(name, []).append(value)
+        return out
 
 
 class AnnealToMin:

@@ -48,7 +48,7 @@ class LrUpdaterHook(ScheduleHook):
     @property
     def regular_lr(self) -> Union[List[float], Dict[str, List[float]]]:
         """The policy's lr per group at the last iteration, before warmup."""
-        return as_public(self._regular)
+        return as_public(self._per_optimizer(self._regular))
 
     def get_lr(self, runner, base_lr: float) -> float:
         """The policy's lr for a group whose initial lr is ``base_lr``."""

@@ -71,7 +71,7 @@ class MomentumUpdaterHook(ScheduleHook):
     @property
     def regular_momentum(self) -> Union[List[float], Dict[str, List[float]]]:
         """The policy's momentum per group at the last iteration, before warmup."""
-        return as_public(self._regular)
+        return as_public(self._per_optimizer(self._regular))
 
     def get_momentum(self, runner, base_momentum: float) -> float:
         """The policy's momentum for a group whose initial momentum is ``base_momentum``."""
@@ -218,6 +218,8 @@ class OneCycleMomentumUpdaterHook(MomentumUpdaterHook):
         by_epoch: must be False. Default: False.
         **kwargs: :class:`MomentumUpdaterHook` arguments.
     """
+
+    reads_group = True  # each group's own base_momentum / max_momentum
 
     def __init__(self, base_momentum: Union[float, list, dict] = 0.85,
                  max_momentum: Union[float, list, dict] = 0.95, pct_start: float = 0.3,
