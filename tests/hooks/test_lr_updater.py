@@ -320,3 +320,69 @@ def test_lr_is_a_python_float_not_a_tensor():
     lr = lrs(PolyLrUpdaterHook(by_epoch=False))
     assert all(type(v) is float for row in lr for v in row)
     assert not any(isinstance(v, torch.Tensor) for row in lr for v in row)
+
+
+class _TwoOptimizerModel(torch.nn.Module):
+    """GAN-style: the model steps its own two optimizers (no OptimizerHook)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.gen = torch.nn.Linear(4, 4)
+        self.disc = torch.nn.Linear(4, 1)
+        self.optimizers = None  # set once the optimizers exist
+
+    def forward(self, img, gt_label=None):
+        losses = {}
+        for name, loss_of in (('disc', lambda: self.disc(self.gen(img).detach()).mean()),
+                              ('gen', lambda: -self.disc(self.gen(img)).mean())):
+            optimizer = self.optimizers[name]
+            optimizer.zero_grad()
+            loss = loss_of()
+            loss.backward()
+            optimizer.step()
+            losses[f'loss_{name}'] = loss.detach()
+        return losses
+
+
+class _RecordDict(Hook):
+    def __init__(self):
+        self.rows = []
+
+    def before_train_iter(self, runner):
+        self.rows.append({name: [(g['lr'], g.get('momentum', g.get('betas', (None,))[0]))
+                                 for g in optimizer.param_groups]
+                          for name, optimizer in runner.optimizer.items()})
+
+
+@pytest.mark.parametrize('by_epoch', [True, False], ids=['EpochBasedRunner', 'IterBasedRunner'])
+def test_dict_of_optimizers_stepped_by_the_model_follows_the_iterations(make_runner, toy_loader,
+                                                                         by_epoch):
+    """mmcv's LrUpdaterHook with ``runner.optimizer`` a dict: each optimizer's groups from
+    their own initial values, advancing with iterations although no OptimizerHook runs."""
+    model = _TwoOptimizerModel()
+    optimizers = dict(gen=torch.optim.SGD(model.gen.parameters(), lr=0.1, momentum=0.9),
+                      disc=torch.optim.Adam(model.disc.parameters(), lr=0.01,
+                                            betas=(0.5, 0.999)))
+    model.optimizers = optimizers
+    runner = make_runner(model=model, by_epoch=by_epoch, max_len=2 if by_epoch else 16)
+    runner.optimizer = optimizers
+    lr_hook = StepLrUpdaterHook(step=[10], by_epoch=False, warmup='linear', warmup_iters=4,
+                                warmup_ratio=0.5)
+    momentum_hook = CosineAnnealingMomentumUpdaterHook(min_momentum_ratio=0.5, by_epoch=False)
+    record = _RecordDict()
+    for hook in (lr_hook, momentum_hook, record):
+        runner.register_hook(hook)
+    runner.run([toy_loader], [('train', 1)])
+    assert runner.num_updates == 0  # no OptimizerHook: the schedules still moved
+    warmup = [1 - (1 - i / 4) * 0.5 for i in range(4)]
+    factors = warmup + [1.] * 6 + [0.1] * 6
+    for name, base_lr, base_momentum in (('gen', 0.1, 0.9), ('disc', 0.01, 0.5)):
+        lrs = [row[name][0][0] for row in record.rows]
+        momenta = [row[name][0][1] for row in record.rows]
+        assert lrs == pytest.approx([base_lr * f for f in factors])
+        assert momenta == pytest.approx(
+            [base_momentum * (0.5 + 0.25 * (1 + math.cos(math.pi * i / 16))) for i in range(16)])
+    assert lr_hook.base_lr == dict(gen=[0.1], disc=[0.01])
+    assert momentum_hook.regular_momentum['disc'] == pytest.approx(
+        [0.5 * (0.5 + 0.25 * (1 + math.cos(math.pi * 15 / 16)))])
