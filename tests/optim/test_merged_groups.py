@@ -13,8 +13,6 @@ from mtrain.hooks import (CosineAnnealingLrUpdaterHook, CosineAnnealingMomentumU
 from mtrain.optim import build_optimizer, get_param_groups, plan_param_groups
 from mtrain.runner import IterBasedRunner
 
-BUILDABLE = [case for case in CASES if case != 'bypass_duplicate']  # DuplicateModel needs it
-
 
 def _optimizers(case):
     """The merged optimizer and mmcv's one-group-per-parameter optimizer, same model."""
@@ -36,7 +34,7 @@ def _per_parameter(optimizer):
             for g in optimizer.param_groups for p in g['params']}
 
 
-@pytest.mark.parametrize('case', BUILDABLE)
+@pytest.mark.parametrize('case', list(CASES))
 def test_every_parameter_keeps_mmcvs_values_through_a_schedule(case):
     """lr (with a linear warmup), weight decay and momentum at several iterations."""
     _, merged, per_param = _optimizers(case)

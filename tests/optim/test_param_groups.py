@@ -480,3 +480,33 @@ def test_module_kinds():
     assert is_depthwise_conv(nn.Conv2d(4, 8, 3, groups=4))  # mmcv ignores out_channels
     assert is_depthwise_conv(nn.Conv2d(1, 8, 3)) and not is_depthwise_conv(nn.Conv2d(2, 2, 3))
     assert not is_depthwise_conv(nn.Conv1d(2, 2, 3, groups=2))
+
+
+def test_dcn_offset_lr_mult_reaches_only_a_deformable_convs_offset_conv():
+    """mmcv's decision: only the children of a (Modulated)DeformConv2d are "in a DCN"; a
+    module that merely owns a conv_offset (mmdet's FeatureAdaption) keeps the bias rules."""
+
+    class FeatureAdaption(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv_offset = nn.Conv2d(2, 4, 1)
+            self.conv_adaption = DeformConv2d(2, 2)
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.adapt = FeatureAdaption()
+            self.dcn = DeformConv2dPack()
+
+    cfg = dict(bias_lr_mult=2., bias_decay_mult=0.5, dcn_offset_lr_mult=0.1)
+    rows = {r['name']: (r['rule'], r['lr'], r['weight_decay'])
+            for r in explain_param_groups(Head(), LR, WD, cfg)}
+    assert rows == {  # products in mmcv's order, so exact
+        'adapt.conv_offset.weight': ('default', LR, WD),
+        'adapt.conv_offset.bias': ('bias', 2 * LR, 0.5 * WD),
+        'adapt.conv_adaption.weight': ('default', LR, WD),
+        'adapt.conv_adaption.bias': ('bias', 2 * LR, 0.5 * WD),
+        'dcn.weight': ('default', LR, WD),
+        'dcn.bias': ('bias', 2 * LR, 0.5 * WD),
+        'dcn.conv_offset.weight': ('dcn_offset', 0.1 * LR, WD),
+        'dcn.conv_offset.bias': ('dcn_offset', 0.1 * LR, WD)}
