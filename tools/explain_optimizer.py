@@ -9,12 +9,13 @@ Adam-style optimizers), and the ``paramwise_cfg`` rule that decided them
 (``custom_keys:<key>``, ``bias``, ``norm``, ``dwconv``, ``dcn_offset``,
 ``frozen``, ``duplicate`` or ``default``). The values are those the optimizer
 starts with; an LR schedule scales them during training (warmup starts at
-``warmup_ratio`` times them).
+``warmup_ratio`` times them). Parameters with equal settings share one param
+group, so the group column repeats.
 
 Warnings follow the table: a ``custom_keys`` entry that matches no parameter
-name (training refuses such a config; the table shows what the other keys do)
-and one that a longer key always overrides. The exit status is 1 when a custom
-key matches nothing, else 0.
+name (training only warns, as mmcv; it is often a typo) and one that a longer
+key always overrides. The exit status is 1 when a custom key matches nothing,
+else 0, so a CI step can catch the typo.
 """
 
 import argparse
@@ -28,9 +29,9 @@ from torch import nn
 
 from mtrain.config import load_config, parse_cfg_options
 from mtrain.optim import build_optimizer, plan_param_groups, unwrap_model
+from mtrain.optim.param_groups import unused_key_message
 from mtrain.registry import MODELS, build
 from mtrain.utils import ConfigError
-from mtrain.utils.errors import did_you_mean
 
 COLUMNS = ('group', 'name', 'shape', 'lr', 'weight_decay', 'momentum', 'rule')
 
@@ -44,44 +45,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def unmatched_custom_keys(model: nn.Module, paramwise_cfg: Dict[str, Any]) -> List[str]:
-    """``custom_keys`` that are part of no parameter name (mtrain.optim's own test)."""
-    names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
-    return [key for key in (paramwise_cfg or {}).get('custom_keys', {})
-            if not any(key in '.' + name for name in names)]
-
-
-def _name_pieces(model: nn.Module) -> set:
-    """Every component and dotted prefix of the parameter names: what a custom key may be."""
-    pieces = set()
-    for name, _ in model.named_parameters():
-        parts = name.split('.')
-        pieces.update(parts)
-        pieces.update('.'.join(parts[:i]) for i in range(1, len(parts)))
-    return pieces
-
-
 def explain(cfg) -> Tuple[List[Dict[str, Any]], List[str]]:
     """The rows of the table and the warnings, for a loaded config."""
     model = unwrap_model(build(cfg.model, MODELS, 'model'))
     optimizer_cfg = copy.deepcopy(dict(cfg.optimizer))
-    paramwise = optimizer_cfg.get('paramwise_cfg')
-    warnings = []
-    for key in unmatched_custom_keys(model, paramwise):
-        warnings.append(f"custom key '{key}' matches no parameter name, so training with this "
-                        f'config fails.{did_you_mean(key, _name_pieces(model))} The table '
-                        'leaves it out.')
-        del paramwise['custom_keys'][key]
     optimizer = build_optimizer(model, optimizer_cfg)
-    rows = _plan_rows(model, optimizer_cfg, paramwise, warnings)
-    return _with_groups(rows, model, optimizer), warnings
-
-
-def _plan_rows(model: nn.Module, optimizer_cfg: Dict[str, Any], paramwise: Any,
-               warnings: List[str]) -> List[Dict[str, Any]]:
+    paramwise = optimizer_cfg.get('paramwise_cfg')
     if not paramwise:  # the constructor passes model.parameters(): one group, no rules
-        return [{'name': n, 'shape': tuple(p.shape), 'rule': 'default', 'in_optimizer': True}
+        rows = [{'name': n, 'shape': tuple(p.shape), 'rule': 'default', 'in_optimizer': True}
                 for n, p in model.named_parameters()]
+        return _with_groups(rows, model, optimizer), []
+    warnings = []
     if optimizer_cfg.get('constructor', 'DefaultOptimizerConstructor') != \
             'DefaultOptimizerConstructor':
         warnings.append(f"optimizer.constructor is {optimizer_cfg['constructor']!r}: the rule "
@@ -89,10 +63,9 @@ def _plan_rows(model: nn.Module, optimizer_cfg: Dict[str, Any], paramwise: Any,
                         'weight_decay and momentum are read from the optimizer it built.')
     plan = plan_param_groups(model, optimizer_cfg.get('lr'), optimizer_cfg.get('weight_decay'),
                              paramwise)
-    for key in plan.unused_custom_keys:
-        warnings.append(f"custom key '{key}' decided no parameter: every name containing it "
-                        'also contains a longer key, which wins.')
-    return plan.rows
+    names = [row['name'] for row in plan.rows]
+    warnings += [unused_key_message(key, names) for key in plan.unused_custom_keys]
+    return _with_groups(plan.rows, model, optimizer), warnings
 
 
 def _with_groups(rows: List[Dict[str, Any]], model: nn.Module,
@@ -150,7 +123,7 @@ def main(argv=None) -> int:
         print(summary(rows))
         for warning in warnings:
             print(f'warning: {warning}')
-    return 1 if any('matches no parameter name' in w for w in warnings) else 0
+    return 1 if any('no parameter name contains it' in w for w in warnings) else 0
 
 
 if __name__ == '__main__':

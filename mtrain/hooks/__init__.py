@@ -1,6 +1,6 @@
 """Hooks: everything a run does around the loop, one concern per file."""
 
-from . import lr_updater, momentum_updater
+from . import schedules
 from .checkpoint import CheckpointHook
 from .early_stopping import EarlyStoppingHook
 from .ema import EMAHook
@@ -9,18 +9,16 @@ from .fp16 import Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook
 from .hook import STAGES, Hook
 from .iter_timer import IterTimerHook
 from .logger import LoggerHook, ProgressBarHook, TensorboardLoggerHook, TextLoggerHook
-from .lr_updater import *  # noqa: F401,F403  (every LR policy, by mmcv name)
-from .momentum_updater import *  # noqa: F401,F403
 from .nan_guard import NanGuardHook, NonFiniteLossError
 from .optimizer import GradientCumulativeOptimizerHook, OptimizerHook
 from .profiler import ProfilerHook
 from .sampler_seed import DistSamplerSeedHook
-from .torch_lr import TorchLrUpdaterHook
+from .schedules import *  # noqa: F401,F403  (every LR / momentum policy, by mmcv name)
 
 __all__ = [
     'STAGES', 'CheckpointHook', 'DistSamplerSeedHook', 'EarlyStoppingHook', 'EMAHook',
     'EvalHook', 'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook',
     'GradientCumulativeOptimizerHook', 'Hook', 'IterTimerHook', 'LoggerHook',
     'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'ProfilerHook', 'ProgressBarHook',
-    'TensorboardLoggerHook', 'TextLoggerHook', 'TorchLrUpdaterHook'
-] + lr_updater.__all__ + momentum_updater.__all__
+    'TensorboardLoggerHook', 'TextLoggerHook'
+] + schedules.__all__

@@ -14,6 +14,7 @@ import torch
 from ..registry import OPTIMIZERS
 from .builder import build_optimizer, build_optimizer_constructor
 from .constructor import DefaultOptimizerConstructor, summarize_optimizer, unwrap_model
+from .merged_groups import merge_param_groups, per_parameter_state_to_merged
 from .param_groups import (ParamGroupPlan, explain_param_groups, get_param_groups,
                            plan_param_groups, validate_paramwise_cfg)
 
@@ -36,5 +37,6 @@ TORCH_OPTIMIZERS = _register_torch_optimizers()
 __all__ = [
     'DefaultOptimizerConstructor', 'ParamGroupPlan', 'TORCH_OPTIMIZERS', 'build_optimizer',
     'build_optimizer_constructor', 'explain_param_groups', 'get_param_groups',
-    'plan_param_groups', 'summarize_optimizer', 'unwrap_model', 'validate_paramwise_cfg'
+    'merge_param_groups', 'per_parameter_state_to_merged', 'plan_param_groups',
+    'summarize_optimizer', 'unwrap_model', 'validate_paramwise_cfg'
 ]

@@ -15,6 +15,7 @@ from torch import nn
 
 from ..registry import OPTIMIZER_CONSTRUCTORS, build, registered_names
 from ..utils.errors import ConfigError, did_you_mean
+from .constructor import unwrap_model
 
 DEFAULT_CONSTRUCTOR = 'DefaultOptimizerConstructor'
 
@@ -41,6 +42,10 @@ def build_optimizer(model: nn.Module, cfg: Dict[str, Any]) -> torch.optim.Optimi
     and ``paramwise_cfg`` are taken out of a deep copy, and the constructor gets the
     rest as ``optimizer_cfg``.
 
+    The constructor is called with the user's model, not a wrapper around it
+    (DataParallel, DDP, mtrain's ``ModelWrapper``), so a custom constructor may
+    read the model's own attributes (``model.layers``) and parameter names.
+
     Args:
         model: the model, possibly wrapped (DataParallel, DDP).
         cfg: ``dict(type=..., lr=..., [constructor=...], [paramwise_cfg=...])``.
@@ -57,7 +62,7 @@ def build_optimizer(model: nn.Module, cfg: Dict[str, Any]) -> torch.optim.Optimi
     paramwise_cfg = optimizer_cfg.pop('paramwise_cfg', None)
     optim_constructor = build_optimizer_constructor(dict(
         type=constructor, optimizer_cfg=optimizer_cfg, paramwise_cfg=paramwise_cfg))
-    return optim_constructor(model)
+    return optim_constructor(unwrap_model(model))
 
 
 def _constructor_class(constructor: str) -> Any:

@@ -8,6 +8,7 @@ from torch import nn
 
 from ..registry import OPTIMIZER_CONSTRUCTORS, OPTIMIZERS, build
 from ..utils.errors import ConfigError
+from .merged_groups import per_parameter_state_to_merged
 from .param_groups import CFG_KEY, plan_param_groups, validate_paramwise_cfg
 
 logger = logging.getLogger(__name__)
@@ -18,9 +19,13 @@ class DefaultOptimizerConstructor:
     """Build a torch optimizer for a model, per-parameter settings from ``paramwise_cfg``.
 
     Without ``paramwise_cfg`` every parameter shares ``optimizer_cfg``'s settings
-    (the optimizer gets ``model.parameters()``). With it, each parameter gets its
-    own group, decided by :func:`mtrain.optim.get_param_groups` with mmcv 1.7.2's
-    rules. Config::
+    (the optimizer gets ``model.parameters()``). With it, each parameter gets
+    mmcv 1.7.2's lr and weight decay (:func:`mtrain.optim.plan_param_groups`),
+    and the parameters with equal settings share one param group: a handful of
+    groups instead of one per parameter, so the schedule hooks and the fused
+    optimizer kernels run once per setting. A checkpoint written with one group
+    per parameter still resumes: the optimizer maps it onto the merged groups
+    when it loads it. Config::
 
         optimizer = dict(type='SGD', lr=0.01, momentum=0.9, weight_decay=1e-4,
                          paramwise_cfg=dict(norm_decay_mult=0.,
@@ -35,6 +40,9 @@ class DefaultOptimizerConstructor:
       other grouping (e.g. one group per layer-wise decay rate), register your own
       constructor in ``OPTIMIZER_CONSTRUCTORS`` and name it in
       ``optimizer.constructor``; it receives ``optimizer_cfg`` and ``paramwise_cfg``.
+    - Code that expects one param group per parameter (mmcv's layout) reads
+      ``explain_param_groups`` instead, or builds from
+      ``get_param_groups(..., merge=False)``.
 
     Args:
         optimizer_cfg: the ``optimizer`` dict without ``constructor`` and
@@ -60,16 +68,20 @@ class DefaultOptimizerConstructor:
     def __call__(self, model: nn.Module) -> torch.optim.Optimizer:
         """The optimizer for ``model`` (or for ``model.module`` of a wrapper)."""
         model = unwrap_model(model)
-        skipped = 0
         if not self.paramwise_cfg:
-            params: Any = model.parameters()
-        else:
-            plan = plan_param_groups(model, self.base_lr, self.base_wd, self.paramwise_cfg)
-            _check_no_duplicates(plan.rows)
-            params = plan.groups
-            skipped = sum(not row['in_optimizer'] for row in plan.rows)
-        optimizer = build(dict(self.optimizer_cfg, params=params), OPTIMIZERS, key='optimizer')
-        logger.info(summarize_optimizer(optimizer, bool(self.paramwise_cfg), skipped))
+            optimizer = build(dict(self.optimizer_cfg, params=model.parameters()), OPTIMIZERS,
+                              key='optimizer')
+            logger.info(summarize_optimizer(optimizer, False))
+            return optimizer
+        plan = plan_param_groups(model, self.base_lr, self.base_wd, self.paramwise_cfg)
+        _check_no_duplicates(plan.rows)
+        optimizer = build(dict(self.optimizer_cfg, params=plan.groups), OPTIMIZERS,
+                          key='optimizer')
+        position = plan.position
+        optimizer.register_load_state_dict_pre_hook(
+            lambda opt, state: per_parameter_state_to_merged(state, opt, position))
+        skipped = sum(not row['in_optimizer'] for row in plan.rows)
+        logger.info(summarize_optimizer(optimizer, True, skipped))
         return optimizer
 
 
@@ -101,10 +113,10 @@ def _check_no_duplicates(rows: List[Dict[str, Any]]) -> None:
 
 def summarize_optimizer(optimizer: torch.optim.Optimizer, paramwise: bool = True,
                         skipped: int = 0) -> str:
-    """One line: groups, parameters, and how many groups differ from the defaults.
+    """One line: groups, parameters, and how many parameters differ from the defaults.
 
-    Example: ``optimizer SGD: 12 param groups for 12 parameter tensors (lr=0.01,
-    weight_decay=0.0001); lr scaled in 2, weight decay scaled in 4, 1 frozen.``
+    Example: ``optimizer SGD: 3 param groups for 12 parameter tensors (lr=0.01,
+    weight_decay=0.0001); lr scaled for 2, weight decay scaled for 4, 1 frozen.``
 
     Args:
         optimizer: the built optimizer.
@@ -121,8 +133,8 @@ def summarize_optimizer(optimizer: torch.optim.Optimizer, paramwise: bool = True
     details = []
     for key, label in (('lr', 'lr'), ('weight_decay', 'weight decay')):
         if key in defaults:
-            changed = sum(g.get(key) != defaults[key] for g in groups)
-            details.append(f'{label} scaled in {changed}')
+            changed = sum(len(g['params']) for g in groups if g.get(key) != defaults[key])
+            details.append(f'{label} scaled for {changed}')
     frozen = sum(not p.requires_grad for g in groups for p in g['params'])
     if frozen:
         details.append(f'{frozen} frozen')

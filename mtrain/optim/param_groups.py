@@ -2,10 +2,13 @@
 
 The rules are mmcv 1.7.2's ``DefaultOptimizerConstructor.add_params``, decision
 for decision, so an mmcv 1.x config trains with the same per-parameter learning
-rates and weight decays. Every parameter gets its own group; a group carries
-``lr`` / ``weight_decay`` only where a rule derived one from the base value::
+rates and weight decays. mmcv gives every parameter its own group; mtrain then
+merges the groups with equal settings (:mod:`.merged_groups`), one group per
+distinct (lr, weight_decay), each carrying both values. In mmcv's groups
+(``merge=False``) a group carries ``lr`` / ``weight_decay`` only where a rule
+derived one from the base value::
 
-    groups = get_param_groups(model, 0.01, 1e-4, dict(norm_decay_mult=0.))
+    groups = get_param_groups(model, 0.01, 1e-4, dict(norm_decay_mult=0.))  # merged
     rows = explain_param_groups(model, 0.01, 1e-4, dict(norm_decay_mult=0.))
     # rows[i] == {'name': 'bn.weight', 'shape': (8,), 'rule': 'norm', 'lr': 0.01,
     #             'weight_decay': 0.0, 'in_optimizer': True, 'duplicate_of': None}
@@ -21,6 +24,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.instancenorm import _InstanceNorm
 
 from ..utils.errors import ConfigError, did_you_mean
+from .merged_groups import merge_param_groups
 
 logger = logging.getLogger(__name__)
 
@@ -37,15 +41,21 @@ class ParamGroupPlan(NamedTuple):
     """What :func:`plan_param_groups` decided.
 
     Attributes:
-        groups: the optimizer's param groups, in mmcv's order (a module's own
-            parameters, then its children's, depth first).
+        groups: the optimizer's param groups: one per distinct setting, in the
+            order mmcv first meets each (a module's own parameters, then its
+            children's, depth first).
         rows: one dict per parameter visit (see :func:`explain_param_groups`).
         unused_custom_keys: ``custom_keys`` entries that decided no parameter.
+        per_param_groups: mmcv's groups, one per parameter, in that order.
+        position: for each of ``per_param_groups``, its parameter's index in
+            the merged optimizer's flat parameter list.
     """
 
     groups: List[Dict[str, Any]]
     rows: List[Dict[str, Any]]
     unused_custom_keys: List[str]
+    per_param_groups: List[Dict[str, Any]]
+    position: List[int]
 
 
 def is_norm(module: nn.Module) -> bool:
@@ -62,18 +72,21 @@ def is_depthwise_conv(module: nn.Module) -> bool:
     return isinstance(module, nn.Conv2d) and module.in_channels == module.groups
 
 
+DCN_CLASS_NAMES = ('DeformConv2d', 'ModulatedDeformConv2d')
+
+
 def is_dcn_module(module: nn.Module) -> bool:
     """Whether ``module`` is a deformable convolution, whose ``conv_offset`` child
     ``dcn_offset_lr_mult`` scales.
 
-    mmcv checks ``isinstance(module, (mmcv.ops.DeformConv2d, ModulatedDeformConv2d))``.
-    mtrain cannot import mmcv.ops, so a module counts when a class in its MRO has
-    ``DeformConv`` in its name (mmcv's DCN classes and their ``*Pack`` subclasses,
-    torchvision's ``DeformConv2d``) or when it has a child named ``conv_offset``.
+    mmcv checks ``isinstance(module, (mmcv.ops.DeformConv2d, ModulatedDeformConv2d))``,
+    which also holds for their ``*Pack`` subclasses (the ones with a
+    ``conv_offset`` child). mtrain cannot import mmcv.ops, so it asks the same
+    of the class names: a class in the module's MRO is named ``DeformConv2d``
+    or ``ModulatedDeformConv2d``. A module that merely has a ``conv_offset``
+    child (mmdet's ``FeatureAdaption``) is not a DCN, as in mmcv.
     """
-    if any('DeformConv' in cls.__name__ for cls in type(module).__mro__):
-        return True
-    return isinstance(getattr(module, 'conv_offset', None), nn.Module)
+    return any(cls.__name__ in DCN_CLASS_NAMES for cls in type(module).__mro__)
 
 
 def validate_paramwise_cfg(paramwise_cfg: Optional[Dict[str, Any]],
@@ -167,29 +180,31 @@ def plan_param_groups(model: nn.Module, base_lr: Optional[float], base_wd: Optio
             still applies mmcv's rules with every multiplier at 1.
 
     Returns:
-        The groups, one row per parameter visit, and the custom keys that a
-        longer key always overrode (each also logged as a warning).
-
-    Raises:
-        ConfigError: a custom key that is part of no parameter name (a typo).
+        The merged groups, one row per parameter visit, the custom keys that
+        decided no parameter (each also logged as a warning, as a config
+        shared by models that differ may hold keys for the others), and
+        mmcv's per-parameter groups.
     """
     cfg = validate_paramwise_cfg(paramwise_cfg, base_lr, base_wd)
     planner = _Planner(base_lr, base_wd, cfg)
     planner.visit(model)
     unused = [k for k in cfg.get('custom_keys', {}) if k not in planner.used_keys]
     for pattern in unused:
-        if not any(pattern in '.' + name for name in planner.names):
-            raise ConfigError(
-                f"custom key '{pattern}' matches no parameter name, so it would do nothing."
-                f'{did_you_mean(pattern, _name_pieces(planner.names))} Check the spelling '
-                'against the parameter names (tools/explain_optimizer.py lists them).',
-                key=f'{CFG_KEY}.custom_keys.{pattern}')
-        logger.warning(f"paramwise_cfg.custom_keys['{pattern}'] decided no parameter: no "
-                       'trainable parameter name contains it, or a longer key always won.'
-                       f'{did_you_mean(pattern, _name_pieces(planner.names))} Check the '
-                       'spelling against the parameter names (explain_param_groups lists '
-                       'them).')
-    return ParamGroupPlan(planner.groups, planner.rows, unused)
+        logger.warning(unused_key_message(pattern, planner.names))
+    merged, position = merge_param_groups(planner.groups,
+                                          dict(lr=base_lr, weight_decay=base_wd))
+    return ParamGroupPlan(merged, planner.rows, unused, planner.groups, position)
+
+
+def unused_key_message(pattern: str, names: List[str]) -> str:
+    """Why ``custom_keys[pattern]`` decided no parameter, and the closest name piece."""
+    if any(pattern in '.' + name for name in names):
+        why = 'every parameter name containing it also contains a longer key, which wins'
+    else:
+        why = 'no parameter name contains it'
+    return (f"{CFG_KEY}.custom_keys['{pattern}'] decided no parameter: {why}."
+            f'{did_you_mean(pattern, _name_pieces(names))} Check the spelling against the '
+            'parameter names (tools/explain_optimizer.py lists them).')
 
 
 def _name_pieces(names: List[str]) -> set:
@@ -203,13 +218,17 @@ def _name_pieces(names: List[str]) -> set:
 
 
 def get_param_groups(model: nn.Module, base_lr: Optional[float], base_wd: Optional[float],
-                     paramwise_cfg: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The param groups mmcv 1.7.2's ``add_params`` builds: one per parameter.
+                     paramwise_cfg: Optional[Dict[str, Any]],
+                     merge: bool = True) -> List[Dict[str, Any]]:
+    """The param groups for ``paramwise_cfg``: one per distinct setting.
 
-    Each group is ``{'params': [p]}`` plus ``lr`` and/or ``weight_decay`` where a
-    rule derived them (see :func:`plan_param_groups` for the arguments).
+    Each group is ``{'params': [...]}`` plus ``lr`` and/or ``weight_decay`` where
+    a rule derived them (see :func:`plan_param_groups` for the arguments).
+    ``merge=False`` gives mmcv 1.7.2's ``add_params`` groups, one per parameter,
+    with the same per-parameter values.
     """
-    return plan_param_groups(model, base_lr, base_wd, paramwise_cfg).groups
+    plan = plan_param_groups(model, base_lr, base_wd, paramwise_cfg)
+    return plan.groups if merge else plan.per_param_groups
 
 
 def explain_param_groups(model: nn.Module, base_lr: Optional[float], base_wd: Optional[float],

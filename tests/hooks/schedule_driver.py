@@ -3,7 +3,10 @@
 Shared by ``test_lr_updater.py`` and ``test_momentum_updater.py``. The golden
 fixtures (``golden_lr.json``, ``golden_momentum.json``) were produced by
 running mmcv 1.7.2's own ``lr_updater.py`` / ``momentum_updater.py`` through
-the same calls as :func:`drive_epochs` (see docs/schedules.md).
+the same calls as :func:`drive_epochs` (see docs/schedules.md). Their
+``accumulation`` sections add runs whose optimizer updates come every
+``cumulative_iters`` iterations, some skipped (``skipped_steps``, as fp16 skips
+an overflowing step): mmcv's hooks count iterations, so neither changes a number.
 """
 
 import copy
@@ -42,14 +45,18 @@ def make_optimizer(kind: str = 'SGD') -> torch.optim.Optimizer:
 
 
 def make_runner(optimizer, max_epochs: Optional[int], epoch_len: int, max_iters: int,
-                cumulative_iters: int = 1) -> types.SimpleNamespace:
-    """The attributes the schedule hooks read, as the real runners define them."""
+                cumulative_iters: int = 1, skipped_steps=()) -> types.SimpleNamespace:
+    """The attributes the schedule hooks read, as the real runners define them.
+
+    ``skipped_steps``: iterations whose optimizer step is skipped (no update).
+    """
     return types.SimpleNamespace(
         optimizer=optimizer, epoch=0, iter=0, inner_iter=0, num_updates=0,
         max_epochs=max_epochs, max_iters=max_iters,
         max_updates=math.ceil(max_iters / cumulative_iters),
         updates_per_epoch=epoch_len / cumulative_iters, cumulative_iters=cumulative_iters,
-        data_loader=None, logger=None, _loader=[None] * epoch_len)
+        data_loader=None, logger=None, _loader=[None] * epoch_len,
+        _skipped=frozenset(skipped_steps))
 
 
 def build_hooks(case: Dict[str, Any]) -> list:
@@ -70,10 +77,11 @@ def _step(runner, hooks, record) -> None:
     for hook in hooks:
         hook.before_train_iter(runner)
     record.append(values(runner.optimizer))
+    steps = (runner.iter + 1) % runner.cumulative_iters == 0 or runner.iter + 1 == runner.max_iters
+    if steps and runner.iter not in runner._skipped:
+        runner.num_updates += 1
     runner.iter += 1
     runner.inner_iter += 1
-    if runner.iter % runner.cumulative_iters == 0 or runner.iter == runner.max_iters:
-        runner.num_updates += 1
 
 
 def drive_epochs(runner, hooks, max_epochs: int) -> List[Dict[str, List[float]]]:
@@ -106,13 +114,18 @@ def drive_iters(runner, hooks) -> List[Dict[str, List[float]]]:
 
 
 def run_case(case: Dict[str, Any], layout: Dict[str, int], driver: str = 'epoch',
-             cumulative_iters: int = 1) -> List[Dict[str, List[float]]]:
-    """Build the case's hooks and drive them; ``cumulative_iters`` stretches the run."""
-    max_iters = layout['max_iters'] * cumulative_iters
-    epoch_len = layout['epoch_len'] * cumulative_iters
+             cumulative_iters: Optional[int] = None) -> List[Dict[str, List[float]]]:
+    """Build the case's hooks and drive them.
+
+    ``cumulative_iters`` (default: the case's, else 1) and the case's
+    ``skipped_steps`` decide when ``runner.num_updates`` advances.
+    """
+    if cumulative_iters is None:
+        cumulative_iters = case.get('cumulative_iters', 1)
     runner = make_runner(make_optimizer(case['optimizer']),
                          layout['max_epochs'] if driver == 'epoch' else None,
-                         epoch_len, max_iters, cumulative_iters)
+                         layout['epoch_len'], layout['max_iters'], cumulative_iters,
+                         case.get('skipped_steps', ()))
     hooks = build_hooks(case)
     if driver == 'epoch':
         return drive_epochs(runner, hooks, layout['max_epochs'])

@@ -1,4 +1,4 @@
-"""LR updater hooks: mmcv 1.7.2's numbers, under both runners, counting optimizer updates."""
+"""LR updater hooks: mmcv 1.7.2's numbers, under both runners, counting iterations as mmcv."""
 
 import math
 
@@ -22,6 +22,8 @@ from mtrain.utils.errors import ConfigError
 GOLDEN = load_golden('lr')
 LAYOUT = GOLDEN['layout']  # 5 epochs of 7 iterations
 CASES = {case['id']: case for case in GOLDEN['cases']}
+ACCUMULATION = GOLDEN['accumulation']
+ACC_CASES = {case['id']: case for case in ACCUMULATION['cases']}
 
 
 def approx(expected):
@@ -42,15 +44,23 @@ def test_matches_mmcv(case_id):
     """Every policy × warmup × by_epoch: mmcv's lr at every iteration.
 
     The same numbers come out of an IterBasedRunner-style drive (mmcv itself
-    never updates a by-epoch schedule there) and, with 3 iterations per
-    optimizer update, once per update instead of once per iteration.
+    never updates a by-epoch schedule there) and with 3 iterations per
+    optimizer update: as in mmcv, the schedule counts iterations.
     """
     case = CASES[case_id]
     expected = approx(case['lr'])
     assert column(run_case(case, LAYOUT, 'epoch'), 'lr') == expected
     assert column(run_case(case, LAYOUT, 'iter'), 'lr') == expected, 'IterBasedRunner drive'
-    accumulated = column(run_case(case, LAYOUT, 'epoch', cumulative_iters=3), 'lr')
-    assert accumulated == [expected[i // 3] for i in range(len(accumulated))], '3 iters/update'
+    assert column(run_case(case, LAYOUT, 'epoch', cumulative_iters=3), 'lr') == expected
+
+
+@pytest.mark.parametrize('case_id', sorted(ACC_CASES))
+def test_matches_mmcv_under_accumulation_and_skipped_steps(case_id):
+    """mmcv's lr at every iteration while updates come every 2 or 4 iterations, some skipped."""
+    case = ACC_CASES[case_id]
+    assert case['cumulative_iters'] > 1
+    record = run_case(case, ACCUMULATION['layout'], 'epoch')
+    assert column(record, 'lr') == approx(case['lr'])
 
 
 def test_golden_fixtures_cover_every_policy_and_warmup():
@@ -109,30 +119,34 @@ def test_one_cycle_float_max_lr_gives_every_group_the_same_lr():
 
 def test_one_cycle_raises_when_total_steps_is_shorter_than_the_run():
     with pytest.raises(ValueError, match=r'total_steps \(30\) is shorter than the run '
-                                         r'\(35 optimizer updates\)'):
+                                         r'\(35 iterations\)'):
         lrs(OneCycleLrUpdaterHook(max_lr=0.5, total_steps=30))
 
 
-def test_one_cycle_total_steps_counts_updates_not_iterations():
-    # 70 iterations at 2 per update: 35 updates, so total_steps=35 is enough.
-    lr = lrs(OneCycleLrUpdaterHook(max_lr=0.5, total_steps=35), cumulative_iters=2,
+def test_one_cycle_total_steps_counts_iterations_not_updates():
+    # 70 iterations at 2 per update: mmcv's total_steps is in iterations, so 35 is too short.
+    with pytest.raises(ValueError, match=r'total_steps \(35\) is shorter than the run'):
+        lrs(OneCycleLrUpdaterHook(max_lr=0.5, total_steps=35), cumulative_iters=2,
+            epoch_len=14)
+    lr = lrs(OneCycleLrUpdaterHook(max_lr=0.5, total_steps=70), cumulative_iters=2,
              epoch_len=14)
     assert lr[-1][0] == pytest.approx(0.5 / 25 / 1e4)
 
 
-# -- updates, not iterations ----------------------------------------------------
-def test_micro_steps_do_not_advance_the_schedule():
-    lr = lrs(PolyLrUpdaterHook(by_epoch=False, warmup='linear', warmup_iters=4), epoch_len=8,
-             max_epochs=1, cumulative_iters=4)
-    # 8 iterations, 2 updates: one lr per window of 4 micro-steps.
-    assert lr[:4] == [lr[0]] * 4 and lr[4:] == [lr[4]] * 4 and lr[0] != lr[4]
+# -- iterations, not updates (mmcv's numbers) -------------------------------------
+def test_step_milestone_in_iterations_decays_under_accumulation():
+    """Issue 14's config, scaled down: step=[60] in an 80-iteration run, 2 iterations per
+    update. Counting updates, the run never reached 60; mmcv decays at iteration 60."""
+    lr = lrs(StepLrUpdaterHook(step=[60], by_epoch=False), epoch_len=16, max_epochs=5,
+             cumulative_iters=2)
+    assert [row[0] for row in lr] == [0.1] * 60 + [pytest.approx(0.01)] * 20
 
 
-def test_warmup_by_epoch_counts_updates_per_epoch():
+def test_warmup_by_epoch_counts_iterations_per_epoch():
     hook = LinearAnnealingLrUpdaterHook(min_lr=0, by_epoch=False, warmup='linear',
                                         warmup_iters=1, warmup_by_epoch=True)
     lrs(hook, epoch_len=6, cumulative_iters=4, max_epochs=2)
-    assert hook.warmup_iters == 1.5  # 6 iterations per epoch, 4 per update
+    assert hook.warmup_iters == 6  # one epoch of 6 iterations, as mmcv (len(data_loader))
 
 
 @pytest.mark.parametrize('hook, end', [
@@ -141,10 +155,10 @@ def test_warmup_by_epoch_counts_updates_per_epoch():
     (LinearAnnealingLrUpdaterHook(min_lr_ratio=0.1, by_epoch=False), 0.01),
     (FlatCosineAnnealingLrUpdaterHook(min_lr=1e-3, by_epoch=False), 1e-3),
     (OneCycleLrUpdaterHook(max_lr=0.1), 0.1 / 25 / 1e4)])
-def test_schedules_stop_at_their_end_when_updates_overshoot(hook, end):
+def test_schedules_stop_at_their_end_when_iterations_overshoot(hook, end):
     runner = make_runner(make_optimizer(), 5, 7, 35)
     hook.before_run(runner)
-    runner.num_updates = 50  # more updates than planned (e.g. resumed with another length)
+    runner.iter = 50  # more iterations than planned (e.g. resumed with another length)
     hook.before_train_iter(runner)
     lr = runner.optimizer.param_groups[0]['lr']
     assert isinstance(lr, float) and lr == pytest.approx(end)
@@ -154,10 +168,10 @@ def test_cyclic_stays_in_its_last_cycle_past_the_end():
     runner = make_runner(make_optimizer(), 5, 7, 35)
     hook = CyclicLrUpdaterHook()
     hook.before_run(runner)
-    runner.num_updates = 34
+    runner.iter = 34
     hook.before_train_iter(runner)
     last = runner.optimizer.param_groups[0]['lr']
-    runner.num_updates = 40
+    runner.iter = 40
     hook.before_train_iter(runner)
     assert runner.optimizer.param_groups[0]['lr'] == last
 
@@ -168,7 +182,7 @@ def test_by_epoch_schedule_changes_at_epoch_boundaries_under_iter_runner():
     assert [row[0] for row in lr] == [0.1] * 4 + [0.05] * 4 + [0.025] * 4
 
 
-def test_by_epoch_cosine_under_iter_runner_uses_updates_for_the_run_length():
+def test_by_epoch_cosine_under_iter_runner_uses_iterations_for_the_run_length():
     lr = lrs(CosineAnnealingLrUpdaterHook(min_lr=0), driver='iter', max_epochs=4, epoch_len=5)
     assert [row[0] for row in lr[::5]] == pytest.approx(
         [0.1 * 0.5 * (1 + math.cos(math.pi * e / 4)) for e in range(4)])
@@ -193,7 +207,8 @@ class _Record(Hook):
 
 @pytest.mark.parametrize('by_epoch', [True, False], ids=['EpochBasedRunner', 'IterBasedRunner'])
 def test_real_runners_agree_with_accumulation(make_runner, toy_loader, by_epoch):
-    # 8 batches an epoch, 2 per update: 4 updates an epoch, 12 in all.
+    # 8 batches an epoch, 2 per update: 4 updates an epoch, 12 in all; the schedules
+    # follow the 24 iterations (mmcv), the update count only advances every 2.
     runner = make_runner(by_epoch=by_epoch, max_len=3 if by_epoch else 24, momentum=0.9)
     runner.register_hook(GradientCumulativeOptimizerHook(cumulative_iters=2))
     runner.register_hook(StepLrUpdaterHook(step=1, gamma=0.5, warmup='linear', warmup_iters=1,
@@ -204,10 +219,10 @@ def test_real_runners_agree_with_accumulation(make_runner, toy_loader, by_epoch)
     runner.register_hook(record)
     runner.run([toy_loader], [('train', 1)])
     assert [u for u, _, _ in record.rows] == [i // 2 for i in range(24)]
-    assert [lr for _, lr, _ in record.rows] == pytest.approx(
-        [0.05] * 2 + [0.0625] * 2 + [0.075] * 2 + [0.0875] * 2 + [0.05] * 8 + [0.025] * 8)
+    warmup = [0.1 * (1 - (1 - i / 8) * 0.5) for i in range(8)]  # one epoch, by iteration
+    assert [lr for _, lr, _ in record.rows] == pytest.approx(warmup + [0.05] * 8 + [0.025] * 8)
     assert record.rows[-1][2] == pytest.approx(
-        0.45 + 0.225 * (1 + math.cos(math.pi * 11 / 12)))
+        0.45 + 0.225 * (1 + math.cos(math.pi * 23 / 24)))
 
 
 # -- resume, several optimizers -------------------------------------------------
@@ -305,3 +320,69 @@ def test_lr_is_a_python_float_not_a_tensor():
     lr = lrs(PolyLrUpdaterHook(by_epoch=False))
     assert all(type(v) is float for row in lr for v in row)
     assert not any(isinstance(v, torch.Tensor) for row in lr for v in row)
+
+
+class _TwoOptimizerModel(torch.nn.Module):
+    """GAN-style: the model steps its own two optimizers (no OptimizerHook)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.gen = torch.nn.Linear(4, 4)
+        self.disc = torch.nn.Linear(4, 1)
+        self.optimizers = None  # set once the optimizers exist
+
+    def forward(self, img, gt_label=None):
+        losses = {}
+        for name, loss_of in (('disc', lambda: self.disc(self.gen(img).detach()).mean()),
+                              ('gen', lambda: -self.disc(self.gen(img)).mean())):
+            optimizer = self.optimizers[name]
+            optimizer.zero_grad()
+            loss = loss_of()
+            loss.backward()
+            optimizer.step()
+            losses[f'loss_{name}'] = loss.detach()
+        return losses
+
+
+class _RecordDict(Hook):
+    def __init__(self):
+        self.rows = []
+
+    def before_train_iter(self, runner):
+        self.rows.append({name: [(g['lr'], g.get('momentum', g.get('betas', (None,))[0]))
+                                 for g in optimizer.param_groups]
+                          for name, optimizer in runner.optimizer.items()})
+
+
+@pytest.mark.parametrize('by_epoch', [True, False], ids=['EpochBasedRunner', 'IterBasedRunner'])
+def test_dict_of_optimizers_stepped_by_the_model_follows_the_iterations(make_runner, toy_loader,
+                                                                         by_epoch):
+    """mmcv's LrUpdaterHook with ``runner.optimizer`` a dict: each optimizer's groups from
+    their own initial values, advancing with iterations although no OptimizerHook runs."""
+    model = _TwoOptimizerModel()
+    optimizers = dict(gen=torch.optim.SGD(model.gen.parameters(), lr=0.1, momentum=0.9),
+                      disc=torch.optim.Adam(model.disc.parameters(), lr=0.01,
+                                            betas=(0.5, 0.999)))
+    model.optimizers = optimizers
+    runner = make_runner(model=model, by_epoch=by_epoch, max_len=2 if by_epoch else 16)
+    runner.optimizer = optimizers
+    lr_hook = StepLrUpdaterHook(step=[10], by_epoch=False, warmup='linear', warmup_iters=4,
+                                warmup_ratio=0.5)
+    momentum_hook = CosineAnnealingMomentumUpdaterHook(min_momentum_ratio=0.5, by_epoch=False)
+    record = _RecordDict()
+    for hook in (lr_hook, momentum_hook, record):
+        runner.register_hook(hook)
+    runner.run([toy_loader], [('train', 1)])
+    assert runner.num_updates == 0  # no OptimizerHook: the schedules still moved
+    warmup = [1 - (1 - i / 4) * 0.5 for i in range(4)]
+    factors = warmup + [1.] * 6 + [0.1] * 6
+    for name, base_lr, base_momentum in (('gen', 0.1, 0.9), ('disc', 0.01, 0.5)):
+        lrs = [row[name][0][0] for row in record.rows]
+        momenta = [row[name][0][1] for row in record.rows]
+        assert lrs == pytest.approx([base_lr * f for f in factors])
+        assert momenta == pytest.approx(
+            [base_momentum * (0.5 + 0.25 * (1 + math.cos(math.pi * i / 16))) for i in range(16)])
+    assert lr_hook.base_lr == dict(gen=[0.1], disc=[0.01])
+    assert momentum_hook.regular_momentum['disc'] == pytest.approx(
+        [0.5 * (0.5 + 0.25 * (1 + math.cos(math.pi * 15 / 16)))])

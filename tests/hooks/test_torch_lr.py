@@ -5,7 +5,7 @@ import torch
 
 from mtrain.hooks import (CheckpointHook, GradientCumulativeOptimizerHook, Hook, OptimizerHook,
                           TorchLrUpdaterHook)
-from mtrain.hooks.torch_lr import fill_placeholders
+from mtrain.hooks.schedules.torch_lr import fill_placeholders
 from mtrain.runner.training_hooks import build_training_hooks
 from mtrain.utils import ConfigError
 

@@ -3,6 +3,7 @@
 import copy
 import inspect
 import logging
+import os
 import textwrap
 
 import pytest
@@ -13,6 +14,7 @@ from torch import nn
 from mtrain.config import load_config
 from mtrain.optim import (TORCH_OPTIMIZERS, DefaultOptimizerConstructor, build_optimizer,
                           build_optimizer_constructor, get_param_groups)
+from mtrain.parallel import ModelWrapper
 from mtrain.registry import OPTIMIZER_CONSTRUCTORS, OPTIMIZERS
 from mtrain.utils import ConfigError
 
@@ -69,26 +71,28 @@ def test_paramwise_groups_reach_the_optimizer(mtrain_log):
     model = Net()
     paramwise_cfg = dict(norm_decay_mult=0., custom_keys={'head': dict(lr_mult=10.)})
     optimizer = build_optimizer(model, dict(SGD_CFG, paramwise_cfg=paramwise_cfg))
-    expected = get_param_groups(model, 0.01, 1e-4, paramwise_cfg)
-    assert len(optimizer.param_groups) == len(expected) == 6
-    for group, want in zip(optimizer.param_groups, expected):
-        assert group['params'] == want['params']
-        assert group['lr'] == want.get('lr', 0.01)
-        assert group['weight_decay'] == want.get('weight_decay', 1e-4)
-        assert group['momentum'] == 0.9
-    lrs = [g['lr'] for g in optimizer.param_groups]
-    wds = [g['weight_decay'] for g in optimizer.param_groups]
-    assert lrs == pytest.approx([0.01, 0.01, 0.01, 0.01, 0.1, 0.1])
-    assert wds == pytest.approx([1e-4, 1e-4, 0., 0., 1e-4, 1e-4])
-    assert ('optimizer SGD: 6 param groups for 6 parameter tensors (lr=0.01, '
-            'weight_decay=0.0001); lr scaled in 2, weight decay scaled in 2.') in mtrain_log.text
+    per_param = get_param_groups(model, 0.01, 1e-4, paramwise_cfg, merge=False)
+    assert len(per_param) == 6  # mmcv's layout; the optimizer gets one group per setting
+    groups = optimizer.param_groups
+    assert [[p.shape for p in g['params']] for g in groups] == [
+        [(4, 3, 1, 1), (4,)], [(4,), (4,)], [(2, 4), (2,)]]  # conv, bn, head: mmcv's order
+    assert [(g['lr'], g['weight_decay'], g['momentum']) for g in groups] == [
+        (0.01, 1e-4, 0.9), (0.01, 0., 0.9), (0.01 * 10., 1e-4, 0.9)]
+    group_of = {id(p): g for g in groups for p in g['params']}
+    for want in per_param:
+        got = group_of[id(want['params'][0])]
+        assert got['lr'] == want.get('lr', 0.01)
+        assert got['weight_decay'] == want.get('weight_decay', 1e-4)
+    assert ('optimizer SGD: 3 param groups for 6 parameter tensors (lr=0.01, '
+            'weight_decay=0.0001); lr scaled for 2, weight decay scaled for 2.') in mtrain_log.text
 
 
 def test_a_wrapper_is_unwrapped_but_a_submodule_called_module_is_not():
     model = Net()
     cfg = dict(SGD_CFG, paramwise_cfg=dict(custom_keys={'backbone': dict(lr_mult=0.)}))
     optimizer = build_optimizer(nn.DataParallel(model), cfg)
-    assert [g['lr'] for g in optimizer.param_groups][:4] == [0.] * 4
+    assert optimizer.param_groups[0]['lr'] == 0.
+    assert optimizer.param_groups[0]['params'] == list(model.backbone.parameters())
 
     class HasModule(nn.Module):
         def __init__(self):
@@ -115,7 +119,7 @@ def test_duplicates_need_bypass_duplicate():
     assert "'neck.0.weight' is the same parameter as 'head.weight'" in str(err.value)
     optimizer = build_optimizer(Shared(), dict(
         SGD_CFG, paramwise_cfg=dict(bias_lr_mult=2., bypass_duplicate=True)))
-    assert len(optimizer.param_groups) == 6
+    assert sum(len(g['params']) for g in optimizer.param_groups) == 6
 
 
 @pytest.mark.parametrize('cfg, key, hint', [
@@ -178,8 +182,42 @@ def test_a_users_optimizer_via_custom_imports(tmp_path, monkeypatch):
         cfg = load_config(str(tmp_path / 'cfg.py'))
         optimizer = build_optimizer(Net(), cfg.optimizer)
         assert type(optimizer).__name__ == 'UserSignSGD'
-        assert [g['lr'] for g in optimizer.param_groups] == pytest.approx([0.05] * 4 + [0.005] * 2)
+        assert [g['lr'] for g in optimizer.param_groups] == pytest.approx([0.05, 0.005])
+        assert [len(g['params']) for g in optimizer.param_groups] == [4, 2]
         with pytest.raises(ConfigError, match="missing 1 required positional argument: 'lr'"):
             build_optimizer(Net(), dict(type='UserSignSGD'))
     finally:
         OPTIMIZERS.module_dict.pop('UserSignSGD', None)
+
+
+def _doc_block(path, heading):
+    """The first ```python block after ``heading`` in a docs page."""
+    text = open(path).read()
+    after = text[text.index(heading):]
+    start = after.index('```python\n') + len('```python\n')
+    return after[start:after.index('```', start)]
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_the_documented_layer_decay_constructor_runs_verbatim():
+    """docs/optimizer.md's example gets the user's model, not the wrapper around it."""
+    code = _doc_block(os.path.join(REPO_ROOT, 'docs', 'optimizer.md'), '## Your own constructor')
+    namespace = {}
+    try:
+        exec(compile(code, 'docs/optimizer.md', 'exec'), namespace)
+
+        class Layered(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2), nn.Linear(2, 2))
+
+        model = Layered()
+        optimizer = build_optimizer(ModelWrapper(model), namespace['optimizer'])
+        assert type(optimizer).__name__ == 'AdamW'
+        assert [g['lr'] for g in optimizer.param_groups] == pytest.approx(
+            [1e-3 * 0.75 ** 2, 1e-3 * 0.75, 1e-3])
+        assert optimizer.param_groups[0]['params'] == list(model.layers[0].parameters())
+    finally:
+        OPTIMIZER_CONSTRUCTORS.module_dict.pop('LayerDecayConstructor', None)

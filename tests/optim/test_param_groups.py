@@ -20,13 +20,20 @@ from mtrain.utils import ConfigError
 
 LR, WD = 0.01, 1e-4
 
-class DeformConv2dPack(nn.Module):
-    """Stands in for mmcv.ops.DeformConv2dPack: own weight and bias, a ``conv_offset`` child."""
+class DeformConv2d(nn.Module):
+    """Stands in for mmcv.ops.DeformConv2d: own weight and bias."""
 
     def __init__(self, in_channels: int = 3, out_channels: int = 4) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(out_channels, in_channels, 3, 3))
         self.bias = nn.Parameter(torch.zeros(out_channels))
+
+
+class DeformConv2dPack(DeformConv2d):
+    """Stands in for mmcv.ops.DeformConv2dPack: a DeformConv2d with a ``conv_offset`` child."""
+
+    def __init__(self, in_channels: int = 3, out_channels: int = 4) -> None:
+        super().__init__(in_channels, out_channels)
         self.conv_offset = nn.Conv2d(in_channels, 18, kernel_size=3, padding=1)
 
 
@@ -67,8 +74,8 @@ ALL = dict(bias_lr_mult=2., bias_decay_mult=0.5, norm_decay_mult=0., dwconv_deca
            dcn_offset_lr_mult=0.1)
 CUSTOM = dict(custom_keys={'param1': dict(lr_mult=10), 'sub': dict(lr_mult=0.1, decay_mult=0),
                            'sub.gn': dict(lr_mult=0.01)},
-              # mmcv's own test also had 'non_exist_key' here; mtrain rejects a key that
-              # matches no parameter (see test_key_matching_nothing_is_a_config_error).
+              # mmcv's own test also had 'non_exist_key' here; a key that matches no
+              # parameter is a warning (see test_key_matching_nothing_is_a_warning).
               norm_decay_mult=0.5, bias_lr_mult=2.)
 # case -> (model class, base lr, base weight decay, paramwise_cfg)
 CASES = {
@@ -263,7 +270,7 @@ def _parse(table: str) -> dict:
 
 def _observed(plan) -> dict:
     """The same view of mtrain's plan: name -> (lr, weight_decay) for groups with either."""
-    groups = iter(plan.groups)
+    groups = iter(plan.per_param_groups)
     observed = {}
     for row in plan.rows:
         if not row['in_optimizer']:
@@ -288,8 +295,8 @@ def test_groups_match_mmcv(case):
     for name, values in expected.items():
         assert observed[name] == (values if values == 'skipped' else pytest.approx(values)), name
     # One group per visited parameter, each holding exactly that parameter, in visit order.
-    assert all(len(g['params']) == 1 for g in plan.groups)
-    assert len(plan.groups) == sum(row['in_optimizer'] for row in plan.rows)
+    assert all(len(g['params']) == 1 for g in plan.per_param_groups)
+    assert len(plan.per_param_groups) == sum(row['in_optimizer'] for row in plan.rows)
 
 
 def test_rules_are_explained():
@@ -344,9 +351,13 @@ def test_custom_keys_match_against_prefix_dot_name():
 def test_frozen_parameters_stay_with_base_settings():
     model = ExampleModel()
     cfg = dict(custom_keys={'sub': dict(lr_mult=0.5, decay_mult=0.)})
-    groups = get_param_groups(model, LR, WD, cfg)
+    groups = get_param_groups(model, LR, WD, cfg, merge=False)
     frozen = [g for g in groups if g['params'][0] is model.sub.frozen]
     assert frozen == [{'params': [model.sub.frozen]}]
+    # Merged, it shares the group of the parameters at the base settings.
+    [group] = [g for g in get_param_groups(model, LR, WD, cfg)
+               if any(p is model.sub.frozen for p in g['params'])]
+    assert (group['lr'], group['weight_decay']) == (LR, WD) and len(group['params']) > 1
 
 
 def test_without_bypass_duplicates_are_kept_as_mmcv_does():
@@ -354,7 +365,7 @@ def test_without_bypass_duplicates_are_kept_as_mmcv_does():
     dups = {r['name']: r['duplicate_of'] for r in plan.rows if r['duplicate_of']}
     assert dups == {'sub.tied': 'param1', 'head.0.weight': 'conv2.weight',
                     'head.0.bias': 'conv2.bias'}
-    assert len(plan.groups) == 23
+    assert len(plan.per_param_groups) == 23
 
 
 def test_bypass_duplicate_also_skips_frozen_duplicates():
@@ -410,11 +421,22 @@ def test_a_scaled_lr_without_base_lr_is_a_config_error():
         get_param_groups(ExampleModel(), None, WD, dict(bias_lr_mult=2.))
 
 
-def test_key_matching_nothing_is_a_config_error():
+def test_key_matching_nothing_is_a_warning(caplog):
+    """As in mmcv, and needed by shared base configs (Swin's absolute_pos_embed, ape=False)."""
     cfg = dict(CUSTOM, custom_keys=dict(CUSTOM['custom_keys'], sbu=dict(lr_mult=0.)))
-    with pytest.raises(ConfigError) as err:
-        plan_param_groups(ExampleModel(), LR, WD, cfg)
-    assert 'custom_keys.sbu' in str(err.value) and "'sub'" in str(err.value)
+    log = logging.getLogger('mtrain.optim')
+    log.addHandler(caplog.handler)
+    try:
+        plan = plan_param_groups(ExampleModel(), LR, WD, cfg)
+    finally:
+        log.removeHandler(caplog.handler)
+    assert plan.unused_custom_keys == ['sbu']
+    record = next(r for r in caplog.records if 'sbu' in r.getMessage())
+    assert record.levelno == logging.WARNING
+    assert "custom_keys['sbu'] decided no parameter: no parameter name contains it" in \
+        record.getMessage() and "'sub'" in record.getMessage()
+    without = plan_param_groups(ExampleModel(), LR, WD, CUSTOM)
+    assert [r['lr'] for r in plan.rows] == [r['lr'] for r in without.rows]
 
 
 def test_shadowed_custom_key_is_reported_and_logged(caplog):
@@ -440,16 +462,51 @@ def test_get_param_groups_does_not_touch_its_inputs():
 
 
 def test_module_kinds():
-    class ModulatedDeformConv2dPack(nn.Module):
+    class ModulatedDeformConv2d(nn.Module):
         pass
 
-    class OffsetOnly(nn.Module):
+    class ModulatedDeformConv2dPack(ModulatedDeformConv2d):
+        pass
+
+    class FeatureAdaption(nn.Module):  # mmdet's: a conv_offset child, but no DCN itself
         def __init__(self):
             super().__init__()
             self.conv_offset = nn.Conv2d(1, 2, 1)
+            self.conv_adaption = DeformConv2d()
 
-    assert is_dcn_module(ModulatedDeformConv2dPack()) and is_dcn_module(OffsetOnly())
-    assert not is_dcn_module(nn.Conv2d(1, 2, 1))
+    assert is_dcn_module(ModulatedDeformConv2dPack()) and is_dcn_module(DeformConv2dPack())
+    assert is_dcn_module(DeformConv2d())
+    assert not is_dcn_module(FeatureAdaption()) and not is_dcn_module(nn.Conv2d(1, 2, 1))
     assert is_depthwise_conv(nn.Conv2d(4, 8, 3, groups=4))  # mmcv ignores out_channels
     assert is_depthwise_conv(nn.Conv2d(1, 8, 3)) and not is_depthwise_conv(nn.Conv2d(2, 2, 3))
     assert not is_depthwise_conv(nn.Conv1d(2, 2, 3, groups=2))
+
+
+def test_dcn_offset_lr_mult_reaches_only_a_deformable_convs_offset_conv():
+    """mmcv's decision: only the children of a (Modulated)DeformConv2d are "in a DCN"; a
+    module that merely owns a conv_offset (mmdet's FeatureAdaption) keeps the bias rules."""
+
+    class FeatureAdaption(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv_offset = nn.Conv2d(2, 4, 1)
+            self.conv_adaption = DeformConv2d(2, 2)
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.adapt = FeatureAdaption()
+            self.dcn = DeformConv2dPack()
+
+    cfg = dict(bias_lr_mult=2., bias_decay_mult=0.5, dcn_offset_lr_mult=0.1)
+    rows = {r['name']: (r['rule'], r['lr'], r['weight_decay'])
+            for r in explain_param_groups(Head(), LR, WD, cfg)}
+    assert rows == {  # products in mmcv's order, so exact
+        'adapt.conv_offset.weight': ('default', LR, WD),
+        'adapt.conv_offset.bias': ('bias', 2 * LR, 0.5 * WD),
+        'adapt.conv_adaption.weight': ('default', LR, WD),
+        'adapt.conv_adaption.bias': ('bias', 2 * LR, 0.5 * WD),
+        'dcn.weight': ('default', LR, WD),
+        'dcn.bias': ('bias', 2 * LR, 0.5 * WD),
+        'dcn.conv_offset.weight': ('dcn_offset', 0.1 * LR, WD),
+        'dcn.conv_offset.bias': ('dcn_offset', 0.1 * LR, WD)}

@@ -60,9 +60,10 @@ CASES = [
     ('negative_lr', "optimizer = dict(lr=-0.1)", 'optimizer.lr', 'cannot be negative'),
     ('paramwise_typo', "optimizer = dict(paramwise_cfg=dict(norm_decay_mul=0.))",
      'optimizer.paramwise_cfg.norm_decay_mul', "'norm_decay_mult'"),
-    ('custom_key_matches_nothing',
-     "optimizer = dict(paramwise_cfg=dict(custom_keys={'backbone': dict(lr_mult=0.1)}))",
-     'optimizer.paramwise_cfg.custom_keys.backbone', 'matches no parameter'),
+    # A custom key that matches no parameter is only a warning, as in mmcv (issue 14).
+    ('custom_key_field_typo',
+     "optimizer = dict(paramwise_cfg=dict(custom_keys={'head': dict(lr_mul=0.1)}))",
+     'optimizer.paramwise_cfg.custom_keys.head.lr_mul', "'lr_mult'"),
     ('model_not_dict', "model = 'LeNet'", 'model', 'expected a dict'),
     ('no_type', "optimizer = dict(_delete_=True, lr=0.1)", 'optimizer', 'no `type`'),
     ('bad_workflow', "workflow = [('tran', 1)]", 'workflow', "'train'"),

@@ -52,8 +52,8 @@ def warmup_factor(warmup: str, cur: float, warmup_iters: float, ratio: float) ->
 
     Args:
         warmup: ``'constant'`` (``ratio`` throughout), ``'linear'`` or ``'exp'``.
-        cur: optimizer updates done so far (``cur < warmup_iters``).
-        warmup_iters: the warmup's length in updates.
+        cur: iterations done so far (``cur < warmup_iters``).
+        warmup_iters: the warmup's length in iterations.
         ratio: the factor at ``cur == 0``, in (0, 1].
     """
     if warmup == 'constant':
@@ -147,13 +147,13 @@ def normalize_target_ratio(owner: str, target_ratio: Any) -> Tuple[float, float]
                      f'numbers, got {target_ratio!r}.')
 
 
-def cyclic_phases(owner: str, max_updates: int, cyclic_times: int, step_ratio_up: float,
+def cyclic_phases(owner: str, max_iters: int, cyclic_times: int, step_ratio_up: float,
                   target_ratio: Tuple[float, float]) -> Tuple[int, List[list]]:
     """Length of one cycle and its rising and falling phases ``[start, end, from, to]``."""
-    per_cycle = max_updates // cyclic_times
+    per_cycle = max_iters // cyclic_times
     if per_cycle < 1:
-        raise ValueError(f'{owner}: cyclic_times={cyclic_times} is more than the run has optimizer '
-                         f'updates ({max_updates}); lower cyclic_times.')
+        raise ValueError(f'{owner}: cyclic_times={cyclic_times} is more than the run has '
+                         f'iterations ({max_iters}); lower cyclic_times.')
     up = int(step_ratio_up * per_cycle)
     return per_cycle, [[0, up, 1, target_ratio[0]],
                        [up, per_cycle, target_ratio[0], target_ratio[1]]]
@@ -187,7 +187,7 @@ def one_cycle_phase(curr: int, phase_ends: Sequence[float]) -> Tuple[int, float]
 
 
 def one_cycle_ends(pct_start: float, total: int, three_phase: bool) -> List[float]:
-    """Where the phases of a one-cycle schedule over ``total`` updates end."""
+    """Where the phases of a one-cycle schedule over ``total`` iterations end."""
     if three_phase:
         return [float(pct_start * total) - 1, float(2 * pct_start * total) - 2, total - 1]
     return [float(pct_start * total) - 1, total - 1]

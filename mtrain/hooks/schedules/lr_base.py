@@ -1,9 +1,9 @@
-"""The base of the LR policies: warmup, progress in updates, ``param_group['lr']``."""
+"""The base of the LR policies: warmup, progress in iterations, ``param_group['lr']``."""
 
 from typing import Any, Dict, List, Optional, Union
 
-from .schedule_base import ScheduleHook
-from .schedule_math import as_public
+from .base import ScheduleHook
+from .formulas import as_public
 
 __all__ = ['LrUpdaterHook']
 
@@ -13,8 +13,8 @@ class LrUpdaterHook(ScheduleHook):
 
     A policy implements :meth:`get_lr`, the lr of a param group whose initial
     lr is ``base_lr``; it reads progress with :meth:`progress` and
-    :meth:`progress_fraction` (epochs, or optimizer updates — not
-    iterations). The initial lr of each group is its ``lr`` when the run
+    :meth:`progress_fraction` (epochs, or iterations as in mmcv —
+    not optimizer updates). The initial lr of each group is its ``lr`` when the run
     starts, kept as ``initial_lr`` in the group so a resumed run (whose
     optimizer state carries it) schedules from the same start.
 
@@ -24,9 +24,9 @@ class LrUpdaterHook(ScheduleHook):
                          warmup='linear', warmup_iters=500, warmup_ratio=0.001)
 
     Args:
-        by_epoch: the lr changes once per epoch (True) or every update. Default: True.
+        by_epoch: the lr changes once per epoch (True) or every iteration. Default: True.
         warmup: ``'constant'``, ``'linear'``, ``'exp'`` or None. Default: None.
-        warmup_iters: warmup length in optimizer updates (epochs with
+        warmup_iters: warmup length in iterations (epochs with
             ``warmup_by_epoch``). Default: 0.
         warmup_ratio: the first warmup lr is ``warmup_ratio`` × the regular lr.
             Default: 0.1.
@@ -47,8 +47,8 @@ class LrUpdaterHook(ScheduleHook):
 
     @property
     def regular_lr(self) -> Union[List[float], Dict[str, List[float]]]:
-        """The policy's lr per group at the last update, before warmup."""
-        return as_public(self._regular)
+        """The policy's lr per group at the last iteration, before warmup."""
+        return as_public(self._per_optimizer(self._regular))
 
     def get_lr(self, runner, base_lr: float) -> float:
         """The policy's lr for a group whose initial lr is ``base_lr``."""

@@ -1,15 +1,15 @@
 """Cyclic learning-rate schedules: ``policy='Cyclic'`` and ``policy='OneCycle'``.
 
-Both count optimizer updates (``by_epoch`` must stay False) and are usually
+Both count iterations (``by_epoch`` must stay False) and are usually
 paired with the momentum policy of the same name.
 """
 
 import numbers
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from ..registry import HOOKS
+from ...registry import HOOKS
 from .lr_base import LrUpdaterHook
-from .schedule_math import (anneal_func, check_pct_start, cyclic_phases, cyclic_value,
+from .formulas import (anneal_func, check_pct_start, cyclic_phases, cyclic_value,
                             normalize_target_ratio, one_cycle_ends, one_cycle_phase, per_group)
 
 __all__ = ['CyclicLrUpdaterHook', 'OneCycleLrUpdaterHook']
@@ -17,7 +17,7 @@ __all__ = ['CyclicLrUpdaterHook', 'OneCycleLrUpdaterHook']
 
 def _reject_by_epoch(owner: str, by_epoch: bool) -> None:
     if by_epoch:
-        raise ValueError(f'{owner} changes the lr every optimizer update; by_epoch=True is not '
+        raise ValueError(f'{owner} changes the lr every iteration; by_epoch=True is not '
                          'supported. Remove by_epoch from the config.')
 
 
@@ -26,7 +26,7 @@ class CyclicLrUpdaterHook(LrUpdaterHook):
     """Cycles the lr up to ``target_ratio[0]`` × initial and down to ``target_ratio[1]`` ×.
 
     The cyclical learning rate of https://arxiv.org/abs/1506.01186, with cosine
-    (or linear) rather than triangular ramps. The run's optimizer updates
+    (or linear) rather than triangular ramps. The run's iterations
     are split into ``cyclic_times`` cycles; each rises for ``step_ratio_up``
     of the cycle, then falls.
 
@@ -64,18 +64,18 @@ class CyclicLrUpdaterHook(LrUpdaterHook):
         self.step_ratio_up = step_ratio_up
         self.gamma = gamma
         self.anneal_func = anneal_func(anneal_strategy, owner)
-        self.max_iter_per_phase: Optional[int] = None  # updates per cycle (mmcv's name)
+        self.max_iter_per_phase: Optional[int] = None  # iterations per cycle (mmcv's name)
         self.lr_phases: List[list] = []
         super().__init__(by_epoch=False, **kwargs)
 
     def before_run(self, runner) -> None:
         super().before_run(runner)
         self.max_iter_per_phase, self.lr_phases = cyclic_phases(
-            type(self).__name__, runner.max_updates, self.cyclic_times, self.step_ratio_up,
+            type(self).__name__, runner.max_iters, self.cyclic_times, self.step_ratio_up,
             self.target_ratio)
 
     def get_lr(self, runner, base_lr: float) -> float:
-        update = min(runner.num_updates, runner.max_updates - 1)  # never past the end
+        update = min(runner.iter, runner.max_iters - 1)  # never past the end
         return cyclic_value(base_lr, update, self.max_iter_per_phase, self.lr_phases,
                             self.gamma, self.anneal_func)
 
@@ -85,7 +85,7 @@ class OneCycleLrUpdaterHook(LrUpdaterHook):
     """The 1cycle policy (https://arxiv.org/abs/1708.07120): up to ``max_lr``, then far down.
 
     The lr starts at ``max_lr / div_factor``, rises to ``max_lr`` over
-    ``pct_start`` of ``total_steps`` updates and falls to
+    ``pct_start`` of ``total_steps`` iterations and falls to
     ``max_lr / div_factor / final_div_factor``. The optimizer's own lr is
     ignored: a single number ``max_lr`` gives every param group the same lr
     (as mmcv). ``total_steps`` must cover the whole run.
@@ -99,8 +99,8 @@ class OneCycleLrUpdaterHook(LrUpdaterHook):
         max_lr: the peak lr: a number for every group, a list with one per
             group, or a dict with one of those per optimizer (keyed by the
             optimizer's class name for a single optimizer).
-        total_steps: the cycle's length in updates. Default: the run's
-            ``max_updates``.
+        total_steps: the cycle's length in iterations. Default: the
+            run's ``max_iters``.
         pct_start: fraction of the cycle spent rising. Default: 0.3.
         anneal_strategy: ``'cos'`` or ``'linear'``. Default: ``'cos'``.
         div_factor: initial lr = ``max_lr / div_factor``. Default: 25.
@@ -131,16 +131,16 @@ class OneCycleLrUpdaterHook(LrUpdaterHook):
         self.div_factor = div_factor
         self.final_div_factor = final_div_factor
         self.three_phase = three_phase
-        self.lr_phases: List[list] = []  # [end update, start multiplier, end multiplier]
+        self.lr_phases: List[list] = []  # [end iteration, start multiplier, end multiplier]
         super().__init__(by_epoch=False, **kwargs)
 
     def before_run(self, runner) -> None:
-        total = self.total_steps if self.total_steps is not None else runner.max_updates
-        if total < runner.max_updates:
+        total = self.total_steps if self.total_steps is not None else runner.max_iters
+        if total < runner.max_iters:
             raise ValueError(
                 f'OneCycleLrUpdaterHook: total_steps ({total}) is shorter than the run '
-                f'({runner.max_updates} optimizer updates). Set total_steps to at least '
-                f'{runner.max_updates}, or leave it out to use the run length.')
+                f'({runner.max_iters} iterations). Set total_steps to at least '
+                f'{runner.max_iters}, or leave it out to use the run length.')
         super().before_run(runner)
         ends = one_cycle_ends(self.pct_start, total, self.three_phase)
         div, final = self.div_factor, 1 / self.final_div_factor
@@ -159,7 +159,7 @@ class OneCycleLrUpdaterHook(LrUpdaterHook):
         return base
 
     def get_lr(self, runner, base_lr: float) -> float:
-        update = min(runner.num_updates, self._last_update)  # never past the end
+        update = min(runner.iter, self._last_update)  # never past the end
         phase, pct = one_cycle_phase(update, [end for end, _, _ in self.lr_phases])
         _, start, stop = self.lr_phases[phase]
         return self.anneal_func(base_lr * start, base_lr * stop, pct)

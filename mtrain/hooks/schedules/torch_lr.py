@@ -15,9 +15,9 @@ from typing import Any, Dict, Optional
 
 from torch.optim import lr_scheduler
 
-from ..registry import HOOKS
-from ..utils.errors import ConfigError, did_you_mean
-from .hook import Hook
+from ...registry import HOOKS
+from ...utils.errors import ConfigError, did_you_mean
+from ..hook import Hook
 
 #: Placeholder names and what they stand for.
 PLACEHOLDERS = {

@@ -2,15 +2,16 @@
 
 A schedule gives each param group a value (an lr, a momentum) from the
 group's initial value and the run's progress. Progress is ``runner.epoch``
-(``by_epoch=True``) or ``runner.num_updates``, the number of optimizer
-updates done so far — never ``runner.iter``, because with gradient
-accumulation or skipped fp16 steps an iteration is not an update.
+(``by_epoch=True``) or ``runner.iter``, the iterations done so far, exactly
+as in mmcv 1.7.2: an mmcv config's ``step=[60000]`` means iteration 60000
+whether or not gradients are accumulated (``cumulative_iters``) or an fp16
+step is skipped. Only ``policy='Torch'`` counts optimizer updates.
 """
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from .hook import Hook
-from .schedule_math import check_warmup, warmup_factor
+from ..hook import Hook
+from .formulas import check_min_or_ratio, check_warmup, target_value, warmup_factor
 
 Values = Dict[Optional[str], List[float]]  # optimizer name (None: the only one) -> per group
 
@@ -25,9 +26,9 @@ class ScheduleHook(Hook):
     With ``by_epoch=True`` the regular value is computed once per epoch: at
     ``before_train_epoch``, or at the first iteration of a new
     ``runner.epoch`` when the runner never calls ``before_train_epoch``
-    (``IterBasedRunner``). Warmup is always counted in optimizer updates;
-    ``warmup_by_epoch=True`` converts ``warmup_iters`` epochs into updates
-    with ``runner.updates_per_epoch`` the first time the hook sees a loader.
+    (``IterBasedRunner``). Warmup is always counted in iterations;
+    ``warmup_by_epoch=True`` converts ``warmup_iters`` epochs into iterations
+    with ``len(runner.data_loader)`` the first time the hook sees a loader.
 
     Subclasses say how to read and write their value (:meth:`_base_values`,
     :meth:`_write`) and what the policy gives (:meth:`_scheduled`).
@@ -35,12 +36,16 @@ class ScheduleHook(Hook):
     The hook keeps no state of its own across a resume: the initial values
     live in the optimizer's param groups (``initial_lr``,
     ``initial_momentum``), which the optimizer checkpoint carries, and the
-    rest follows from ``runner.epoch`` / ``runner.num_updates``.
+    rest follows from ``runner.epoch`` / ``runner.iter``.
+
+    A param group may hold many parameters (``paramwise_cfg`` merges the
+    parameters that share settings): its value is computed once from its
+    ``initial_*``, which is what mmcv computes for each of those parameters.
 
     Args:
-        by_epoch: the value changes once per epoch (True) or every update.
+        by_epoch: the value changes once per epoch (True) or every iteration.
         warmup: ``'constant'``, ``'linear'``, ``'exp'`` or None (no warmup).
-        warmup_iters: warmup length in updates, or in epochs with
+        warmup_iters: warmup length in iterations, or in epochs with
             ``warmup_by_epoch``.
         warmup_ratio: warmup starts at ``warmup_ratio`` × the regular value.
         warmup_by_epoch: ``warmup_iters`` counts epochs.
@@ -58,8 +63,11 @@ class ScheduleHook(Hook):
         self.warmup_iters: Optional[float] = None if warmup_by_epoch else warmup_iters
         self._base: Values = {}
         self._named_optimizers: List[Tuple[Optional[str], Any]] = []  # fixed for a run
-        self._max_updates: Optional[int] = None  # the run's length, once known
-        self._regular: Values = {}
+        # Every (optimizer name, param group, initial value), flat: the per-iteration
+        # loops walk one list (a few merged groups) instead of nested dicts.
+        self._slots: List[Tuple[Optional[str], Dict[str, Any], float]] = []
+        self._max_iters: Optional[int] = None  # the run's length, once known
+        self._regular: List[float] = []  # one per slot
         self._regular_epoch: Optional[int] = None  # the epoch _regular was computed for
         self._warming_up = False  # the last value written was a warmup value
 
@@ -67,6 +75,11 @@ class ScheduleHook(Hook):
     def _base_values(self, name: Optional[str], optimizer: Any) -> List[float]:
         """The initial value of each param group (recorded in the group)."""
         raise NotImplementedError
+
+    #: Whether :meth:`_scheduled` reads the group beyond its initial value
+    #: (OneCycle momentum's per-group bounds); if not, groups that share an
+    #: initial value share one computation.
+    reads_group = False
 
     def _write(self, group: Dict[str, Any], value: float) -> None:
         raise NotImplementedError
@@ -77,22 +90,22 @@ class ScheduleHook(Hook):
 
     # -- progress ----------------------------------------------------------
     def progress(self, runner) -> int:
-        """``runner.epoch`` when ``by_epoch``, else the optimizer updates done so far."""
-        return runner.epoch if self.by_epoch else runner.num_updates
+        """``runner.epoch`` when ``by_epoch``, else the iterations done so far (mmcv's)."""
+        return runner.epoch if self.by_epoch else runner.iter
 
     def max_progress(self, runner) -> float:
-        """The run's length in epochs or optimizer updates.
+        """The run's length in epochs or iterations.
 
         Under ``IterBasedRunner`` (no ``max_epochs``) a by-epoch schedule
-        takes the run's length in epochs as ``max_updates / updates_per_epoch``.
+        takes the run's length in epochs as ``max_iters / len(data_loader)``.
         """
         if not self.by_epoch:
-            if self._max_updates is None:  # fixed for the run: computed once
-                self._max_updates = runner.max_updates
-            return self._max_updates
+            if self._max_iters is None:  # fixed for the run: computed once
+                self._max_iters = runner.max_iters
+            return self._max_iters
         if getattr(runner, 'max_epochs', None) is not None:
             return runner.max_epochs
-        return runner.max_updates / runner.updates_per_epoch
+        return runner.max_iters / len(runner.data_loader)
 
     def progress_fraction(self, runner) -> float:
         """How far through the run, clamped to 1 so a schedule never goes past its end."""
@@ -102,10 +115,12 @@ class ScheduleHook(Hook):
     # -- stages ------------------------------------------------------------
     def before_run(self, runner) -> None:
         self._named_optimizers = self._optimizers(runner)
-        self._max_updates = None
+        self._max_iters = None
         self._base = {name: self._base_values(name, optimizer)
                       for name, optimizer in self._named_optimizers}
-        self._regular = {}
+        self._slots = [(name, group, base) for name, optimizer in self._named_optimizers
+                       for group, base in zip(optimizer.param_groups, self._base[name])]
+        self._regular = []
         self._regular_epoch = None
         self._warming_up = False
 
@@ -113,23 +128,22 @@ class ScheduleHook(Hook):
         self._resolve_warmup_iters(runner)
         if self.by_epoch:
             self._update_regular(runner)
-            self._apply(runner, self._regular)
+            self._apply(self._regular)
 
     def before_train_iter(self, runner) -> None:
         if self.warmup_iters is None:
             self._resolve_warmup_iters(runner)
         fresh = not self.by_epoch or runner.epoch != self._regular_epoch
-        if fresh:  # every update; or a new epoch that had no before_train_epoch
+        if fresh:  # every iteration; or a new epoch that had no before_train_epoch
             self._update_regular(runner)
-        cur = runner.num_updates
+        cur = runner.iter
         if self.warmup is not None and cur < self.warmup_iters:
             # By epoch, the warmup scales the current epoch's regular value (as mmcv).
             factor = warmup_factor(self.warmup, cur, self.warmup_iters, self.warmup_ratio)
-            self._apply(runner, {name: [v * factor for v in values]
-                                 for name, values in self._regular.items()})
+            self._apply([v * factor for v in self._regular])
             self._warming_up = True
         elif fresh or self._warming_up:
-            self._apply(runner, self._regular)
+            self._apply(self._regular)
             self._warming_up = False
 
     # -- helpers -----------------------------------------------------------
@@ -141,16 +155,52 @@ class ScheduleHook(Hook):
 
     def _resolve_warmup_iters(self, runner) -> None:
         if self.warmup_iters is None:
-            self.warmup_iters = self.warmup_epochs * runner.updates_per_epoch
+            self.warmup_iters = self.warmup_epochs * len(runner.data_loader)
 
     def _update_regular(self, runner) -> None:
-        self._regular = {
-            name: [self._scheduled(runner, base, group)
-                   for base, group in zip(self._base[name], optimizer.param_groups)]
-            for name, optimizer in self._named_optimizers}
+        scheduled = self._scheduled
+        if self.reads_group:
+            self._regular = [scheduled(runner, base, group) for _, group, base in self._slots]
+        else:  # the value is a function of the initial value: once per distinct one
+            memo: Dict[float, float] = {}
+            self._regular = []
+            for _, group, base in self._slots:
+                if base not in memo:
+                    memo[base] = scheduled(runner, base, group)
+                self._regular.append(memo[base])
         self._regular_epoch = runner.epoch
 
-    def _apply(self, runner, values: Values) -> None:
-        for name, optimizer in self._named_optimizers:
-            for group, value in zip(optimizer.param_groups, values[name]):
-                self._write(group, value)
+    def _apply(self, values: List[float]) -> None:
+        write = self._write
+        for (_, group, _), value in zip(self._slots, values):
+            write(group, value)
+
+    def _per_optimizer(self, values: List[float]) -> Values:
+        """Flat per-slot values as ``{optimizer name: [value per group]}``."""
+        out: Values = {}
+        for (name, _, _), value in zip(self._slots, values):
+            out.setdefault(name, []).append(value)
+        return out
+
+
+class AnnealToMin:
+    """Mixin of the policies that end at ``min_<value>`` or ``base × min_<value>_ratio``.
+
+    Shared by the LR and momentum annealing policies; ``value_name`` says
+    which keyword pair (``min_lr`` / ``min_lr_ratio``, ``min_momentum`` /
+    ``min_momentum_ratio``) the subclass takes. Exactly one must be given.
+    """
+
+    value_name = 'lr'
+
+    def __init__(self, minimum: Optional[float], ratio: Optional[float], **kwargs) -> None:
+        check_min_or_ratio(type(self).__name__, self.value_name, minimum, ratio)
+        # mmcv's attribute names (min_lr, min_lr_ratio, ...), which user code may read.
+        setattr(self, f'min_{self.value_name}', minimum)
+        setattr(self, f'min_{self.value_name}_ratio', ratio)
+        self._target = (minimum, ratio)
+        super().__init__(**kwargs)
+
+    def target(self, base: float) -> float:
+        """Where a group whose initial value is ``base`` ends."""
+        return target_value(base, *self._target)
