@@ -27,7 +27,8 @@ from ..hooks.optimizer import OptimizerHook
 from ..parallel import ModelWrapper
 from ..processors import BasicBatchProcessor
 from .. import __version__
-from ..utils import Priority, all_reduce_mean, get_dist_info, get_logger, get_priority
+from ..utils import Priority, get_dist_info, get_logger, get_priority
+from ..utils.dist import max_over_ranks, sum_by_key
 from .checkpoint import (CheckpointError, load_checkpoint_file, load_model_state,
                          load_optimizer_state, model_state, optimizer_state,
                          save_checkpoint_file, update_latest_link, weights_to_cpu)
@@ -82,8 +83,11 @@ class BaseRunner:
         self.optimizer_hook: Optional[OptimizerHook] = None
         self.should_stop = False  # set by a hook (early stopping) to end the run cleanly
         self.preempted_by: Optional[str] = None  # the signal that asked the run to stop
+        self._saved_handlers: Dict[int, Any] = {}  # signal → handler before stop_on_signals
+        self._signal_received: Optional[int] = None  # this rank's signal, not yet agreed on
+        self.preempt_check_interval = 10
         # How logged sums are combined over ranks at a log interval (None: one process).
-        self.reduce_log_values = all_reduce_mean if self.world_size > 1 else None
+        self.reduce_log_values = sum_by_key if self.world_size > 1 else None
         self._hooks: List[Hook] = []
         self._stage_hooks: Dict[str, List[Hook]] = {s: [] for s in STAGES}
         self._stage_calls: Dict[str, Tuple[Callable, ...]] = {s: () for s in STAGES}
@@ -203,23 +207,60 @@ class BaseRunner:
         self.outputs = outputs
 
     # -- preemption ----------------------------------------------------------
-    def stop_on_signals(self, signals=(signal.SIGTERM, signal.SIGINT)) -> None:
+    def stop_on_signals(self, signals=(signal.SIGTERM, signal.SIGINT),
+                        check_interval: int = 10) -> None:
         """On SIGTERM/SIGINT: finish the iteration, save a checkpoint, raise :class:`Preempted`.
 
-        A second signal while stopping interrupts at once.
+        A second signal while stopping interrupts at once. The handlers that
+        were installed before are restored when ``run()`` ends, so a later run
+        in the same process (a notebook) is interruptible as usual.
+
+        Under DDP the ranks may get the signal at different iterations; each
+        only notes it, and every ``check_interval`` iterations (and at the
+        run's end) one all-reduce tells all ranks whether any was signalled,
+        so they stop after the same iteration and rank 0 writes one
+        checkpoint. One process acts after the current iteration.
         """
+        if not isinstance(check_interval, int) or check_interval <= 0:
+            raise ValueError(f'check_interval must be a positive integer, got {check_interval!r}')
+        self.preempt_check_interval = check_interval
+
         def handler(signum, frame):
-            if self.preempted_by is not None:
+            if self._signal_received is not None:
                 raise KeyboardInterrupt(f'second {signal.Signals(signum).name}: stopping now')
-            self.preempted_by = signal.Signals(signum).name
-            self.should_stop = True
-            self.logger.warning(f'{self.preempted_by} received: stopping after this iteration '
-                                'and saving a checkpoint')
+            self._signal_received = signum
+            when = 'after this iteration' if self.world_size == 1 else (
+                f'at the next iteration all {self.world_size} ranks agree on (at most '
+                f'{check_interval})')
+            self.logger.warning(f'{signal.Signals(signum).name} received: stopping {when} and '
+                                'saving a checkpoint')
 
         for signum in signals:
-            signal.signal(signum, handler)
+            self._saved_handlers.setdefault(signum, signal.signal(signum, handler))
+
+    def _restore_signal_handlers(self) -> None:
+        for signum, previous in self._saved_handlers.items():
+            signal.signal(signum, previous)
+        self._saved_handlers.clear()
+
+    def _poll_stop_signal(self, at_end: bool = False) -> None:
+        """After an iteration: stop if a signal came (on any rank, under DDP).
+
+        Called by the loops after ``after_train_iter`` with ``iter`` not yet
+        advanced; a modulo on the iterations between collectives.
+        """
+        if self.world_size == 1 or not self._saved_handlers:
+            signum = self._signal_received
+        elif at_end or (self._iter + 1) % self.preempt_check_interval == 0:
+            signum = max_over_ranks(self._signal_received or 0) or None
+        else:
+            return
+        if signum is not None and self.preempted_by is None:
+            self.preempted_by = signal.Signals(signum).name
+            self.should_stop = True
 
     def _save_if_preempted(self) -> None:
+        self._poll_stop_signal(at_end=True)  # a signal after the last agreement point
         if self.preempted_by is None:
             return
         path = None
@@ -316,7 +357,10 @@ class BaseRunner:
         try:
             self.wait_for_checkpoint()
         finally:
-            self.call_hook('after_run')
+            try:
+                self.call_hook('after_run')
+            finally:
+                self._restore_signal_handlers()
 
     def load_checkpoint(self, filename: str, map_location: Any = 'cpu', strict: bool = False,
                         trusted: bool = False) -> Dict[str, Any]:

@@ -58,6 +58,7 @@ class EpochBasedRunner(BaseRunner):
             self.run_iter(batch, train_mode=True)
             self._resume_point = (self._epoch, i + 1, self._iter + 1)
             self.call_hook('after_train_iter')
+            self._poll_stop_signal()
             self._iter += 1
             self.data_batch = None
             if self.should_stop and i + 1 < len(data_loader):
