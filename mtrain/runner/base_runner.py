@@ -96,6 +96,9 @@ class BaseRunner:
         self._iter = 0
         self._inner_iter = 0
         self._start_inner_iter = 0  # where the next epoch starts (non-zero after a resume)
+        # The train loader's batch size, and (world size, batch size) of a resumed run.
+        self._samples_per_gpu: Optional[int] = None
+        self._resume_geometry: Optional[Tuple[int, int]] = None
         self.num_updates = 0  # the one counter of optimizer updates
         self._max_epochs = max_epochs
         self._max_iters = max_iters
@@ -291,7 +294,8 @@ class BaseRunner:
             'meta': dict(self.meta, epoch=progress['epoch'], iter=progress['iter'],
                          time=time.asctime(), mtrain_version=__version__),
             'state_dict': model_state(self.model),
-            'progress': dict(progress, num_updates=self.num_updates),
+            'progress': dict(progress, num_updates=self.num_updates, world_size=self.world_size,
+                             samples_per_gpu=self._samples_per_gpu),
             'hooks': hook_states,
             'log_buffer': self.log_buffer.state_dict(),
             'rng': get_rng_state(),
@@ -387,6 +391,7 @@ class BaseRunner:
         self._start_inner_iter = progress['inner_iter']
         self._resume_point = (progress['epoch'], progress['inner_iter'], progress['iter'])
         self.num_updates = progress['num_updates']
+        self._resume_geometry = _saved_geometry(progress, self.world_size, self.logger)
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
             load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])
         states = dict(self._named_hooks())
@@ -420,6 +425,23 @@ class Preempted(RuntimeError):
         super().__init__(f'training stopped by {signal_name} after iteration {iteration}{where}. '
                          'Resume with: python tools/train.py CONFIG --auto-resume '
                          '(or --resume-from the checkpoint)')
+
+
+def _saved_geometry(progress: Dict[str, Any], world_size: int, logger) -> Optional[Tuple[int, int]]:
+    """``(world size, samples per process)`` the checkpoint's run drew batches with.
+
+    Said in one line when the world size changed: the sample position carries
+    over exactly, the rest (see docs/robustness.md) cannot.
+    """
+    if progress.get('samples_per_gpu') is None:
+        return None  # written before mtrain stored it: assume this run's geometry
+    saved = (progress['world_size'], progress['samples_per_gpu'])
+    if saved[0] != world_size:
+        logger.warning(f'resuming a {saved[0]}-process run on {world_size}: the epoch continues '
+                       'at the exact sample, but batches are composed differently, so the run '
+                       'is not bitwise the one it would have been (docs/robustness.md: rescale '
+                       'lr or the schedule if the global batch changed)')
+    return saved
 
 
 def _model_device(model: nn.Module) -> torch.device:

@@ -1,12 +1,12 @@
 """The epoch loop: ``runner=dict(type='EpochBasedRunner', max_epochs=N)``."""
 
-import itertools
 from typing import Any, List, Sequence, Tuple
 
 import torch
 
 from ..registry import RUNNERS
 from .base_runner import BaseRunner
+from .iter_loader import resume_batches
 
 
 @RUNNERS.register_module()
@@ -50,8 +50,13 @@ class EpochBasedRunner(BaseRunner):
         self.mode = 'train'
         self.data_loader = data_loader
         self.call_hook('before_train_epoch')
-        start, self._start_inner_iter = self._start_inner_iter, 0
-        for i, batch in enumerate(_skip_batches(data_loader, start), start):
+        self._samples_per_gpu = getattr(data_loader, 'batch_size', None)
+        batches, start, note = resume_batches(data_loader, self._start_inner_iter,
+                                              self._resume_geometry)
+        self._start_inner_iter = 0
+        if note:
+            self.logger.warning(note)
+        for i, batch in enumerate(batches, start):
             self._inner_iter = i
             self.data_batch = batch
             self.call_hook('before_train_iter')
@@ -81,21 +86,6 @@ class EpochBasedRunner(BaseRunner):
             self.call_hook('after_val_iter')
             self.data_batch = None
         self.call_hook('after_val_epoch')
-
-
-def _skip_batches(data_loader: Any, start: int):
-    """The loader from batch ``start`` on, in the order the full epoch would have.
-
-    mtrain's samplers skip the samples themselves (no data is loaded for the
-    skipped batches); any other loader is read and the batches dropped.
-    """
-    if start == 0:
-        return data_loader
-    sampler = getattr(data_loader, 'sampler', None)
-    if hasattr(sampler, 'set_start_index') and data_loader.batch_size is not None:
-        sampler.set_start_index(start * data_loader.batch_size)
-        return data_loader
-    return itertools.islice(data_loader, start, None)
 
 
 def _check_workflow(workflow, data_loaders, runner) -> None:

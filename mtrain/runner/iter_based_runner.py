@@ -46,7 +46,8 @@ class IterBasedRunner(BaseRunner):
         self.logger.info(f'Start running, work_dir: {self.work_dir}, workflow: {workflow}, '
                          f'max: {self._max_iters} iters')
         self.call_hook('before_run')
-        loaders = [IterLoader(loader, self._epoch, self._start_inner_iter if mode == 'train' else 0)
+        loaders = [IterLoader(loader, self._epoch, self._start_inner_iter, self._resume_geometry)
+                   if mode == 'train' else IterLoader(loader)
                    for (mode, _), loader in zip(workflow, data_loaders)]
         self._start_inner_iter = 0
         try:
@@ -68,7 +69,11 @@ class IterBasedRunner(BaseRunner):
         self.mode = 'train'
         self.data_loader = data_loader
         batch = next(data_loader)
+        if data_loader.resume_note:
+            self.logger.warning(data_loader.resume_note)
+            data_loader.resume_note = None
         self._epoch = data_loader.epoch
+        self._samples_per_gpu = data_loader.batch_size
         self.data_batch = batch
         self.call_hook('before_train_iter')
         self.run_iter(batch, train_mode=True)
