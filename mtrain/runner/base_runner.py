@@ -92,6 +92,7 @@ class BaseRunner:
         self._stage_hooks: Dict[str, List[Hook]] = {s: [] for s in STAGES}
         self._stage_calls: Dict[str, Tuple[Callable, ...]] = {s: () for s in STAGES}
         self._checkpoint_writer = CheckpointWriter()
+        self._stage_end: List[Callable[[], Any]] = []  # see at_stage_end
         self._epoch = 0
         self._iter = 0
         self._inner_iter = 0
@@ -351,6 +352,21 @@ class BaseRunner:
         else:
             write()
         return path
+
+    def at_stage_end(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn`` once every hook of the current stage has run.
+
+        For a checkpoint that must hold what later hooks of the same stage
+        change: ``CheckpointHook`` (NORMAL) writes the epoch's file after
+        ``EvalHook`` (LOW) has evaluated, so it holds the best score and the
+        early-stopping state of that epoch (docs/robustness.md).
+        """
+        self._stage_end.append(fn)
+
+    def _end_stage(self) -> None:
+        """Run what hooks deferred to the end of the stage (the loops call it)."""
+        while self._stage_end:
+            self._stage_end.pop(0)()
 
     def wait_for_checkpoint(self) -> None:
         """Wait until a checkpoint being written in the background is whole (or raise its error)."""

@@ -63,6 +63,7 @@ class EpochBasedRunner(BaseRunner):
             self.run_iter(batch, train_mode=True)
             self._resume_point = (self._epoch, i + 1, self._iter + 1)
             self.call_hook('after_train_iter')
+            self._end_stage()
             self._poll_stop_signal()
             self._iter += 1
             self.data_batch = None
@@ -70,6 +71,7 @@ class EpochBasedRunner(BaseRunner):
                 return  # stopped mid-epoch (preemption): no epoch-end hooks
         self._resume_point = (self._epoch + 1, 0, self._iter)
         self.call_hook('after_train_epoch')
+        self._end_stage()
         self._epoch += 1
 
     @torch.no_grad()
