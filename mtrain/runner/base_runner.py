@@ -233,6 +233,8 @@ class BaseRunner:
             if self._signal_received is not None:
                 raise KeyboardInterrupt(f'second {signal.Signals(signum).name}: stopping now')
             self._signal_received = signum
+            if self.world_size == 1:  # nobody to agree with: stop after this iteration
+                self._poll_stop_signal()
             when = 'after this iteration' if self.world_size == 1 else (
                 f'at the next iteration all {self.world_size} ranks agree on (at most '
                 f'{check_interval})')
