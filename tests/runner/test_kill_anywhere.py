@@ -142,7 +142,7 @@ def _outcome(work_dir):
     """What must match: the last checkpoint, the best checkpoints, the val log lines."""
     last = torch.load(osp.join(work_dir, 'latest.pth'), weights_only=True)
     best = {n: torch.load(osp.join(work_dir, n), weights_only=True)['state_dict']
-            for n in sorted(os.listdir(work_dir)) if n.startswith('best_')}
+            for n in sorted(os.listdir(work_dir)) if n.startswith('best_') and n.endswith('.pth')}
     val = {}
     for name in sorted(n for n in os.listdir(work_dir) if n.endswith('.log.json')):
         with open(osp.join(work_dir, name)) as f:
