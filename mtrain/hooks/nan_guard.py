@@ -7,12 +7,15 @@ before any checkpoint is written, then stops the run with an error naming the
 first bad iteration and its loss terms. No checkpoint with NaN weights is ever
 written, and the run stops at most ``interval - 1`` iterations after the bad one.
 
-``action='skip'`` must know before the optimizer step, so it reads the loss
-every iteration (one host sync, the one GradScaler pays under fp16); a
-non-finite step is not applied, not counted as an update, and counted in
-``skipped_steps``. Under DDP the ranks decide together: a step is skipped
-on every rank when the loss is not finite on any of them, so the weights
-stay identical. ``nan_policy = None`` turns the guard off.
+``action='skip'`` switches on the optimizer step's own check
+(:class:`~mtrain.step.OptimStep` ``skip_nonfinite``): each loss is tested on
+the device as it is back-propagated, and at the end of an accumulation window
+the window's verdict is read once (one host sync per update, the one
+GradScaler pays under fp16); a window with a non-finite loss is dropped whole:
+not applied, not counted as an update, counted in ``skipped_steps``. Both
+batch processors behave the same. Under DDP the ranks decide together: a step
+is skipped on every rank when the loss is not finite on any of them, so the
+weights stay identical. ``nan_policy = None`` turns the guard off.
 """
 
 from typing import Any, Dict, List, Tuple
@@ -20,7 +23,6 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 from ..registry import HOOKS
-from ..utils import all_ranks_true
 from .hook import Hook
 
 
@@ -51,26 +53,27 @@ class NanGuardHook(Hook):
             raise ValueError(f'nan_policy interval must be a positive integer, got {interval!r}')
         self.action = action
         self.interval = interval
-        self.skipped = 0
         self._pending: List[Tuple[int, Dict[str, Any]]] = []  # (iteration, log_vars)
         self._last_iter = None
+        self._step = None
 
     def before_run(self, runner) -> None:
         self._last_iter = runner.max_iters
+        if self.action == 'skip':
+            if runner.optim_step is None:
+                raise ValueError("nan_policy=dict(action='skip') skips optimizer steps, but "
+                                 'this run has no optimizer hook; set optimizer_config')
+            runner.optim_step.skip_nonfinite = True
+            self._step = runner.optim_step
+
+    @property
+    def skipped(self) -> int:
+        """Steps skipped for a non-finite loss (``action='skip'``; counted by the step)."""
+        return 0 if self._step is None else self._step.skipped_nonfinite
 
     def after_train_iter(self, runner) -> None:
         log_vars = runner.outputs.get('log_vars')
-        if log_vars is None:
-            return
-        if self.action == 'skip':
-            # The documented per-iteration sync; under DDP every rank skips if any must.
-            if not all_ranks_true(torch.isfinite(log_vars['loss'])):
-                runner.outputs['skip_step'] = True
-                self.skipped += 1
-                where = ' (on at least one rank)' if runner.world_size > 1 else ''
-                runner.logger.warning(f'non-finite loss at iteration {runner.iter + 1}{where}: '
-                                      f'step skipped ({self.skipped} so far)')
-            runner.log_buffer.update({'skipped_steps': self.skipped})
+        if log_vars is None or self.action == 'skip':
             return
         iteration = runner.iter + 1
         self._pending.append((iteration, log_vars))
@@ -106,8 +109,5 @@ class NanGuardHook(Hook):
             'Try a lower lr, warmup or grad_clip; nan_policy=dict(action=\'skip\') skips such '
             'steps instead.')
 
-    def state_dict(self) -> Dict[str, Any]:
-        return {'skipped': self.skipped} if self.skipped else {}
-
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.skipped = state.get('skipped', 0)
+        pass  # checkpoints before the step object kept a skip count here; it lives there now

@@ -1,27 +1,37 @@
-"""The optimizer step, in execution order: backward → clip → step → zero_grad.
+"""The optimizer hooks: mmcv 1.x's config names for one :class:`~mtrain.step.OptimStep`.
 
 Config (mmcv 1.x keys)::
 
     optimizer_config = dict(grad_clip=dict(max_norm=35, norm_type=2))
     optimizer_config = dict(type='GradientCumulativeOptimizerHook', cumulative_iters=4)
+    fp16 = dict(loss_scale='dynamic')   # OptimizerHook becomes Fp16OptimizerHook (see fp16.py)
 
-Every real update adds one to ``runner.num_updates``, the counter that
-schedules and checkpoint-by-update follow; an accumulation micro-step does not.
+Each hook only configures its step object (``hook.optim_step``, also
+``runner.optim_step``) and calls it at ``after_train_iter``; the whole update,
+in execution order, is :class:`~mtrain.step.OptimStep`. Every real update adds
+one to ``runner.num_updates``; an accumulation micro-step or a skipped step
+does not.
 """
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
-import torch
 from torch import nn
-from torch.nn.utils import clip_grad_norm_
 
 from ..registry import HOOKS
+from ..step import OptimStep, UpdateResult, check_autocast_support
 from .hook import Hook
 
 
 @HOOKS.register_module()
 class OptimizerHook(Hook):
     """Backward the processor's ``loss`` and step the optimizer every iteration.
+
+    One iteration, as this hook runs it at ``after_train_iter``::
+
+        if not runner.batch_processor.does_backward:    # else the processor did it
+            before_backward;  step.backward(outputs['loss'], iter);  after_backward
+        if step.ends_window(iter):
+            step.unscale_();  before_optimizer_step;  step.update()   # clip, step, zero_grad
 
     Args:
         grad_clip: arguments of ``torch.nn.utils.clip_grad_norm_`` (e.g.
@@ -32,71 +42,105 @@ class OptimizerHook(Hook):
     """
 
     priority = 'ABOVE_NORMAL'
-    cumulative_iters = 1
+    _processor_backwards = False
 
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None,
                  detect_anomalous_params: bool = False) -> None:
-        if grad_clip is not None and not isinstance(grad_clip, dict):
-            raise TypeError(f'grad_clip must be None or a dict such as dict(max_norm=35), '
-                            f'got {grad_clip!r}')
-        self.grad_clip = grad_clip
-        self.detect_anomalous_params = detect_anomalous_params
-        self._params: List[nn.Parameter] = []
+        self.optim_step = OptimStep(grad_clip=grad_clip,
+                                    detect_anomalous_params=detect_anomalous_params)
 
-    def before_run(self, runner) -> None:
-        # The parameter list is fixed for the run: collect it once, not per step.
-        self._params = [p for group in runner.optimizer.param_groups
-                        for p in group['params'] if p.requires_grad]
-        runner.optimizer.zero_grad(set_to_none=True)
+    # What mmcv 1.x code and older mtrain code read off the hook.
+    @property
+    def grad_clip(self) -> Optional[Dict[str, Any]]:
+        return self.optim_step.grad_clip
+
+    @property
+    def cumulative_iters(self) -> int:
+        return self.optim_step.cumulative_iters
+
+    @property
+    def scaler(self):
+        return self.optim_step.scaler
+
+    @property
+    def skipped_steps(self) -> int:
+        return self.optim_step.skipped_overflow + self.optim_step.skipped_nonfinite
 
     def will_step(self, runner) -> bool:
         """Whether this iteration ends with an optimizer update (else: no grad sync)."""
-        return True
+        return self.optim_step.ends_window(runner.iter)
+
+    def loss_factor(self, runner) -> int:
+        """What this iteration's loss is divided by before backward (accumulation)."""
+        return self.optim_step.loss_divisor(runner.iter)
+
+    # -- the run -------------------------------------------------------------
+    def before_run(self, runner) -> None:
+        step = self.optim_step
+        if step.amp_dtype is not None:  # the one place mixed precision is switched on
+            check_autocast_support(runner.device, step.amp_dtype)
+            if not hasattr(runner.batch_processor, 'autocast_dtype'):
+                raise TypeError(f'fp16 needs a batch processor with an autocast_dtype '
+                                f'attribute (a BatchProcessor subclass); '
+                                f'{type(runner.batch_processor).__name__} has none')
+            runner.batch_processor.autocast_dtype = step.amp_dtype
+        step.setup(runner.optimizer, runner.device, runner.max_iters, runner.model.module,
+                   runner.logger)
+        # Read once: a processor written before the BatchProcessor base class may lack it.
+        self._processor_backwards = getattr(runner.batch_processor, 'does_backward', False)
+        if step.cumulative_iters > 1:
+            self._warn_about_accumulation(runner)
+
+    def after_run(self, runner) -> None:
+        self.optim_step.teardown()
 
     def after_train_iter(self, runner) -> None:
-        if runner.outputs.get('skip_step'):  # vetoed (non-finite loss, nan_policy='skip')
-            if runner.batch_processor.does_backward:
-                runner.optimizer.zero_grad(set_to_none=True)  # drop the whole step's grads
-            return
-        if not runner.batch_processor.does_backward:
-            self.backward(runner, runner.outputs['loss'])
-        if self.will_step(runner):
-            self.step(runner)
+        step = self.optim_step
+        if not self._processor_backwards:
+            runner.call_hook('before_backward')
+            step.backward(runner.outputs['loss'], runner.iter)
+            runner.call_hook('after_backward')
+        if step.ends_window(runner.iter):
+            step.unscale_()
+            runner.call_hook('before_optimizer_step')
+            self.record(runner, step.update())
 
-    def loss_factor(self, runner) -> float:
-        """What the loss is divided by before backward (accumulation)."""
-        return 1
-
-    def backward(self, runner, loss: torch.Tensor) -> None:
-        """Backpropagate ``loss`` (batch processors that backward call this too)."""
-        if self.detect_anomalous_params:
-            log_anomalous_params(loss, runner.model.module, runner.logger)
-        factor = self.loss_factor(runner)
-        runner.call_hook('before_backward')
-        self.scale_loss(loss / factor if factor != 1 else loss).backward()
-        runner.call_hook('after_backward')
-
-    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        """What is backpropagated for ``loss`` (Fp16OptimizerHook multiplies by the scale)."""
-        return loss
-
-    def step(self, runner) -> None:
-        """Clip, step, clear the grads and count the update."""
-        runner.call_hook('before_optimizer_step')
-        if self.grad_clip is not None:
-            grad_norm = self.clip_grads()
-            if grad_norm is not None:
-                runner.log_buffer.update({'grad_norm': grad_norm},
+    def record(self, runner, result: UpdateResult) -> None:
+        """Count the update and log ``grad_norm`` and the skipped steps."""
+        step = self.optim_step
+        if result.stepped:
+            runner.num_updates += 1
+            if result.grad_norm is not None:
+                runner.log_buffer.update({'grad_norm': result.grad_norm},
                                          runner.outputs.get('num_samples', 1))
-        runner.optimizer.step()
-        runner.optimizer.zero_grad(set_to_none=True)
-        runner.num_updates += 1
+        else:
+            scale = f', loss scale now {step.scaler.get_scale():g}' if step.scaler else ''
+            where = ' (on at least one rank)' if runner.world_size > 1 else ''
+            runner.logger.warning(
+                f'{result.skipped_because}{where} at iteration {runner.iter + 1}: the step was '
+                f'skipped (weights and update count unchanged; {self.skipped_steps} skipped '
+                f'so far){scale}')
+        if step.scaler is not None:
+            runner.log_buffer.update({'fp16_skipped_steps': step.skipped_overflow})
+        if step.skip_nonfinite:
+            runner.log_buffer.update({'skipped_steps': step.skipped_nonfinite})
 
-    def clip_grads(self) -> Optional[torch.Tensor]:
-        params = [p for p in self._params if p.grad is not None]
-        if not params:
-            return None
-        return clip_grad_norm_(params, **self.grad_clip)
+    def _warn_about_accumulation(self, runner) -> None:
+        if runner.iter % self.cumulative_iters and not self.optim_step.window_in_progress:
+            runner.logger.warning(
+                f'resuming at iteration {runner.iter}, which is not a multiple of '
+                f'cumulative_iters={self.cumulative_iters}, from a checkpoint without the '
+                'window\'s gradients: the first window is shorter')
+        if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in runner.model.modules()):
+            runner.logger.warning('gradient accumulation with BatchNorm: the statistics '
+                                  'still come from each small batch')
+
+    # -- state ---------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        return self.optim_step.state_dict()
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.optim_step.load_state_dict(state)
 
 
 @HOOKS.register_module()
@@ -107,7 +151,9 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
     epoch boundaries) and each loss is divided by the window length, except in
     the run's last, shorter window, whose losses are divided by its own length
     (``max_iters % cumulative_iters``), so every update averages the losses
-    that went into it. ``runner.num_updates`` moves once per window.
+    that went into it. ``runner.num_updates`` moves once per window. A
+    checkpoint written inside a window holds its gradients, so a resumed run
+    makes the same update.
 
     Config::
 
@@ -115,49 +161,7 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
                                 cumulative_iters=4, grad_clip=None)
     """
 
-    def __init__(self, cumulative_iters: int = 1, **kwargs) -> None:
-        super().__init__(**kwargs)
-        if not isinstance(cumulative_iters, int) or cumulative_iters <= 0:
-            raise ValueError(f'cumulative_iters must be a positive integer, got {cumulative_iters!r}')
-        self.cumulative_iters = cumulative_iters
-
-    def before_run(self, runner) -> None:
-        super().before_run(runner)
-        if runner.iter % self.cumulative_iters != 0:
-            runner.logger.warning(
-                f'resuming at iteration {runner.iter}, which is not a multiple of '
-                f'cumulative_iters={self.cumulative_iters}: the first window is shorter')
-        if _has_batch_norm(runner.model) and self.cumulative_iters > 1:
-            runner.logger.warning('gradient accumulation with BatchNorm: the statistics '
-                                  'still come from each small batch')
-
-    def will_step(self, runner) -> bool:
-        return self.every_n_iters(runner, self.cumulative_iters) or self.is_last_iter(runner)
-
-    def loss_factor(self, runner) -> float:
-        divisible_end = runner.max_iters // self.cumulative_iters * self.cumulative_iters
-        if runner.iter < divisible_end:
-            return self.cumulative_iters
-        return runner.max_iters - divisible_end
-
-
-def _has_batch_norm(module: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules())
-
-
-def log_anomalous_params(loss: torch.Tensor, model: nn.Module, logger) -> None:
-    """Log the parameters that ``loss`` does not depend on (DDP's unused ones)."""
-    seen, used = set(), set()
-    stack = [loss.grad_fn]
-    while stack:
-        fn = stack.pop()
-        if fn is None or id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        if hasattr(fn, 'variable'):  # AccumulateGrad: the leaf is a parameter
-            used.add(id(fn.variable))
-        stack.extend(next_fn for next_fn, _ in fn.next_functions)
-    for name, param in model.named_parameters():
-        if param.requires_grad and id(param) not in used:
-            logger.error(f'{name} with shape {tuple(param.size())} is not in the '
-                         'computational graph of the loss')
+    def __init__(self, cumulative_iters: int = 1, grad_clip: Optional[Dict[str, Any]] = None,
+                 detect_anomalous_params: bool = False) -> None:
+        self.optim_step = OptimStep(grad_clip=grad_clip, cumulative_iters=cumulative_iters,
+                                    detect_anomalous_params=detect_anomalous_params)

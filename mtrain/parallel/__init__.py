@@ -1,7 +1,8 @@
 """Model wrappers: one interface for one process and for DDP."""
 
 from .batch_call import call_with_batch
-from .distributed import MTDistributedDataParallel, unused_parameters
+from ..utils.autograd import unused_parameters
+from .distributed import MTDistributedDataParallel
 from .fsdp import MTFullyShardedDataParallel
 from .wrapper import ModelWrapper
 

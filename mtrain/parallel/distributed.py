@@ -7,7 +7,7 @@ the runner and batch processors call the same ``train_step`` / ``val_step`` /
 """
 
 import inspect
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Optional
 
 import torch
 import torch.distributed as dist
@@ -16,10 +16,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..registry import MODEL_WRAPPERS
 from ..utils import get_logger
+from ..utils.autograd import log_unused_parameters
 from .batch_call import call_with_batch
-
-# Gradients are averaged in chunks of about this many bytes (like DDP's buckets).
-_SYNC_CHUNK_BYTES = 25 * 2**20
 
 
 @MODEL_WRAPPERS.register_module()
@@ -96,59 +94,12 @@ class MTDistributedDataParallel(DistributedDataParallel):
     def test_step(self, batch: Any) -> Any:
         return call_with_batch(self, batch)
 
-    @torch.no_grad()
-    def sync_grads(self, params: Optional[Iterable[nn.Parameter]] = None) -> None:
-        """Average the gradients of ``params`` (default: all) over ranks, now.
-
-        For batch processors that backward several losses under ``no_sync()``
-        (each backward reaching a different subset of parameters) and sync
-        once before the step. A parameter with a gradient on some ranks only
-        gets zeros on the others; one nobody computed a gradient for keeps
-        ``grad=None``, exactly as in a single process.
-        """
-        params = [p for p in (self.module.parameters() if params is None else params)
-                  if p.requires_grad]
-        if not params:
-            return
-        world_size = dist.get_world_size(self.process_group)
-        device = params[0].grad.device if params[0].grad is not None else params[0].device
-        has_grad = torch.tensor([p.grad is not None for p in params], dtype=torch.uint8,
-                                device=device)
-        dist.all_reduce(has_grad, op=dist.ReduceOp.MAX, group=self.process_group)
-        active = [p for p, flag in zip(params, has_grad.tolist()) if flag]
-        for p in active:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        for chunk in _chunks([p.grad for p in active]):
-            flat = torch.cat([g.reshape(-1) for g in chunk])
-            dist.all_reduce(flat, group=self.process_group)
-            flat.div_(world_size)
-            offset = 0
-            for g in chunk:
-                g.copy_(flat[offset:offset + g.numel()].view_as(g))
-                offset += g.numel()
-
 
 def _no_buffer_broadcast() -> Dict[str, bool]:
     """DDP's argument for "no buffer broadcast at each forward" in the installed torch."""
     if 'forward_sync_buffers' in inspect.signature(DistributedDataParallel.__init__).parameters:
         return {'forward_sync_buffers': False}  # newer torch: broadcast_buffers is deprecated
     return {'broadcast_buffers': False}
-
-
-def _chunks(grads: List[torch.Tensor]) -> Iterable[List[torch.Tensor]]:
-    """Consecutive gradients of one dtype and device, about ``_SYNC_CHUNK_BYTES`` each."""
-    chunk: List[torch.Tensor] = []
-    size = 0
-    for g in grads:
-        if chunk and (g.dtype != chunk[0].dtype or g.device != chunk[0].device
-                      or size >= _SYNC_CHUNK_BYTES):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(g)
-        size += g.numel() * g.element_size()
-    if chunk:
-        yield chunk
 
 
 def _module_device(module: nn.Module) -> torch.device:
@@ -163,44 +114,3 @@ def _to_sync_batchnorm(module: nn.Module, device: torch.device) -> nn.Module:
                              'SyncBatchNorm needs CUDA, so BatchNorm statistics stay per process')
         return module
     return nn.SyncBatchNorm.convert_sync_batchnorm(module)
-
-
-def unused_parameters(output: Any, module: nn.Module) -> List[str]:
-    """``'name (shape)'`` of each parameter the losses in ``output`` do not depend on.
-
-    ``output`` is what the model returned: a tensor, or a dict whose keys
-    containing ``loss`` hold tensors or lists of tensors.
-    """
-    roots = [t.grad_fn for t in _loss_tensors(output) if t.grad_fn is not None]
-    seen, used = set(), set()
-    while roots:
-        fn = roots.pop()
-        if fn is None or fn in seen:
-            continue
-        seen.add(fn)
-        if hasattr(fn, 'variable'):  # AccumulateGrad: its leaf is a parameter
-            used.add(id(fn.variable))
-        roots.extend(next_fn for next_fn, _ in fn.next_functions)
-    return [f'{name} {tuple(p.shape)}' for name, p in module.named_parameters()
-            if p.requires_grad and id(p) not in used]
-
-
-def log_unused_parameters(output: Any, module: nn.Module) -> None:
-    for entry in unused_parameters(output, module):
-        get_logger().error(f'{entry} is not in the computational graph of the loss '
-                           '(an unused parameter for DDP)')
-
-
-def _loss_tensors(output: Any) -> List[torch.Tensor]:
-    if isinstance(output, torch.Tensor):
-        return [output]
-    if not isinstance(output, dict):
-        return []
-    tensors = []
-    for key, value in output.items():
-        if 'loss' not in key:
-            continue
-        for item in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(item, torch.Tensor):
-                tensors.append(item)
-    return tensors

@@ -36,9 +36,7 @@ class MTFullyShardedDataParallel(nn.Module):
     Assumes rank 0's freshly built model is the one to train: its weights
     are broadcast before sharding, so the whole model must fit in one
     process's memory once, at build time. ``no_sync()`` (accumulation)
-    is supported; ``sync_grads()`` is not (FSDP reduces gradients during
-    backward): use :class:`MTDistributedDataParallel` for batch processors
-    that need it.
+    is supported.
 
     Args:
         module: the model, on this process's device.
@@ -97,12 +95,6 @@ class MTFullyShardedDataParallel(nn.Module):
             yield
         finally:
             self._sync = True
-
-    def sync_grads(self, params=None) -> None:
-        raise NotImplementedError(
-            'MTFullyShardedDataParallel reduces gradients during backward and cannot average '
-            "them afterwards; use model_wrapper=dict(type='MTDistributedDataParallel') with "
-            'this batch processor')
 
     # -- checkpoints: every rank calls these (collectives) ---------------------
     def checkpoint_state_dict(self) -> Dict[str, torch.Tensor]:

@@ -2,9 +2,8 @@
 
 The runner and the batch processors only ever talk to a wrapper:
 ``train_step(batch)`` / ``val_step(batch)`` / ``test_step(batch)`` run the
-forward, ``no_sync()`` suspends gradient synchronisation and ``sync_grads()``
-averages gradients over ranks at once (both no-ops here), and ``module`` is
-the user's model. :class:`MTDistributedDataParallel` offers the
+forward, ``no_sync()`` suspends gradient synchronisation (a no-op here), and
+``module`` is the user's model. :class:`MTDistributedDataParallel` offers the
 same methods over ``torch.nn.parallel.DistributedDataParallel``, so no code
 path branches on whether a run is distributed.
 """
@@ -46,6 +45,3 @@ class ModelWrapper(nn.Module):
     def no_sync(self):
         """Nothing to synchronise in one process."""
         return nullcontext()
-
-    def sync_grads(self, params=None) -> None:
-        """Nothing to average in one process (DDP's wrapper all-reduces here)."""

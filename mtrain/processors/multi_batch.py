@@ -5,14 +5,13 @@ See ``docs/batch_processors.md`` for the gradient arithmetic.
 """
 
 import importlib
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from ..registry import BATCH_PROCESSORS
-from .basic import BasicBatchProcessor
+from .base import BatchProcessor
 from .losses import parse_losses
 from .to_device import batch_size, to_device
 
@@ -36,7 +35,7 @@ class MicroBatch:
 
 
 @BATCH_PROCESSORS.register_module()
-class MultiBatchProcessor(BasicBatchProcessor):
+class MultiBatchProcessor(BatchProcessor):
     """Forward and backward each batch of a step in turn; the optimizer then steps once.
 
     Contract: when the loader yields a tuple (not a namedtuple), each element
@@ -60,15 +59,13 @@ class MultiBatchProcessor(BasicBatchProcessor):
     Unnamed batches' loss terms are summed (``'sum'``) or averaged
     (``'mean'``); other values (accuracies) are averaged over the batches.
 
-    Under DDP every forward/backward but the last of a step that updates runs
-    in ``no_sync()``, so gradients are all-reduced once per update. With
-    task-specific heads and ``find_unused_parameters=True`` that is not
-    enough: DDP's synchronised backward only reduces the parameters the *last*
-    batch used, and heads used by earlier batches would drift apart across
-    ranks. So when the wrapper offers ``sync_grads`` and finds unused
-    parameters, every backward runs in ``no_sync()`` and ``sync_grads()``
-    averages all gradients once, after the last backward of a step that
-    updates (``ddp_sync='explicit'``; ``'auto'`` picks it in that case).
+    Under DDP every forward/backward but the last of a step that updates
+    runs in ``no_sync()``, so gradients are all-reduced once per update,
+    overlapped with the last backward. With task-specific heads set
+    ``find_unused_parameters=True``: since PyTorch 2.4 DDP also reduces the
+    gradients that earlier ``no_sync()`` backwards accumulated for
+    parameters the last batch did not use, so every head stays equal across
+    ranks (tests/parallel/test_multitask.py checks it on 2 processes).
 
     Config::
 
@@ -84,12 +81,9 @@ class MultiBatchProcessor(BasicBatchProcessor):
         loss_collector: ``output -> (loss, log_vars)``, or its import path
             ``'package.module:function'``; default: the model contract's
             :func:`parse_losses`.
-        ddp_sync: ``'auto'``, ``'last_backward'`` (DDP syncs during the last
-            backward; right when every batch uses every parameter) or
-            ``'explicit'`` (``model.sync_grads()`` after the last backward).
         empty_cache: call ``torch.cuda.empty_cache()`` after each batch (CUDA
             only; trades speed for a lower memory peak between batches).
-        autocast_dtype, channels_last: as in :class:`BasicBatchProcessor`.
+        autocast_dtype, channels_last: as in :class:`~mtrain.processors.base.BatchProcessor`.
     """
 
     does_backward = True
@@ -97,15 +91,12 @@ class MultiBatchProcessor(BasicBatchProcessor):
     def __init__(self, loss_reduction: str = 'sum',
                  batch_transforms: Optional[Sequence[Callable[[Any], Any]]] = None,
                  loss_collector: Union[LossCollector, str, None] = None,
-                 ddp_sync: str = 'auto', empty_cache: bool = False,
+                 empty_cache: bool = False,
                  autocast_dtype: Union[torch.dtype, str, None] = None,
                  channels_last: bool = False) -> None:
         super().__init__(autocast_dtype=autocast_dtype, channels_last=channels_last)
         if loss_reduction not in ('sum', 'mean'):
             raise ValueError(f"loss_reduction must be 'sum' or 'mean', got {loss_reduction!r}")
-        if ddp_sync not in ('auto', 'last_backward', 'explicit'):
-            raise ValueError(f"ddp_sync must be 'auto', 'last_backward' or 'explicit', "
-                             f'got {ddp_sync!r}')
         self.batch_transforms = list(batch_transforms or [])
         for i, transform in enumerate(self.batch_transforms):
             if not callable(transform):
@@ -114,7 +105,6 @@ class MultiBatchProcessor(BasicBatchProcessor):
                                 'the TRANSFORMS registry')
         self.loss_reduction = loss_reduction
         self.loss_collector = _resolve_collector(loss_collector)
-        self.ddp_sync = ddp_sync
         self.empty_cache = empty_cache
         self.current: Optional[MicroBatch] = None
 
@@ -122,34 +112,29 @@ class MultiBatchProcessor(BasicBatchProcessor):
         batches = split_batches(batch)
         if not train_mode:
             return self._eval(runner, batches)
-        hook = runner.optimizer_hook
-        if hook is None:
+        if runner.optim_step is None:
             raise RuntimeError('MultiBatchProcessor does the backward itself and needs an '
                                'OptimizerHook: set optimizer_config (e.g. dict(grad_clip=None))')
-        explicit = self._explicit_sync(runner, len(batches))
-        will_step = hook.will_step(runner)
         results = []
         for i, item in enumerate(batches):
-            synced = will_step and not explicit and i == len(batches) - 1
-            with nullcontext() if synced else runner.model.no_sync():
+            # DDP all-reduces in the last backward of a step that updates, and only there
+            with self.grad_sync(runner, final=i == len(batches) - 1):
                 results.append(self._forward_backward(runner, MicroBatch(i, len(batches), item)))
             if self.empty_cache and runner.device.type == 'cuda':
                 torch.cuda.empty_cache()
-        if explicit and will_step:
-            runner.model.sync_grads()  # every head's gradient, used by any batch, averaged
         return self._combine(results)
 
     def _forward_backward(self, runner, micro: MicroBatch) -> Tuple:
         micro.batch = self._prepare(runner, micro.batch)
         micro.task_name = task_name_of(micro.batch)
         self.current = micro
-        runner.call_hook('before_forward')
+        runner.call_hook('before_forward')  # hooks read self.current (output set after)
         with self.autocast(runner.device):
             micro.output = runner.model.train_step(micro.batch)
         runner.call_hook('after_forward')
         loss, log_vars = self.loss_collector(micro.output)
         micro.loss = loss / micro.count if self.loss_reduction == 'mean' else loss
-        runner.optimizer_hook.backward(runner, micro.loss)  # before/after_backward inside
+        self.backward(runner, micro.loss)
         self.current = None  # drop the references to this batch's graph
         return micro.task_name, log_vars, micro.loss.detach(), batch_size(micro.batch)
 
@@ -158,19 +143,6 @@ class MultiBatchProcessor(BasicBatchProcessor):
         for transform in self.batch_transforms:
             batch = transform(batch)
         return self.to_channels_last(runner, batch) if self.channels_last else batch
-
-    def _explicit_sync(self, runner, num_batches: int) -> bool:
-        """Whether this step backwards everything in no_sync() and calls sync_grads() once."""
-        if self.ddp_sync == 'last_backward':
-            return False
-        can = hasattr(runner.model, 'sync_grads')
-        if self.ddp_sync == 'explicit':
-            if not can and runner.world_size > 1:
-                raise RuntimeError(f"ddp_sync='explicit' needs a model wrapper with sync_grads(); "
-                                   f'{type(runner.model).__name__} has none')
-            return can
-        several = num_batches > 1 or runner.cumulative_iters > 1
-        return can and several and bool(getattr(runner.model, 'find_unused_parameters', False))
 
     def _combine(self, results: List[Tuple]) -> Dict[str, Any]:
         """The step's outputs: per-task (or merged) log values and the total loss."""
@@ -191,8 +163,8 @@ class MultiBatchProcessor(BasicBatchProcessor):
                 'num_samples': sum(n for _, _, _, n in results)}
 
     def _eval(self, runner, batches: List[Any]) -> Dict[str, Any]:
-        """Eval mode: each batch through BasicBatchProcessor; losses combined, predictions kept."""
-        outputs = [BasicBatchProcessor.__call__(self, runner, b, False) for b in batches]
+        """Eval mode: each batch evaluated; losses combined, predictions kept."""
+        outputs = [self._eval_one(runner, b) for b in batches]
         if len(outputs) == 1:
             return outputs[0]
         if all('loss' in out for out in outputs):
@@ -202,6 +174,12 @@ class MultiBatchProcessor(BasicBatchProcessor):
                                   for name, out in zip(names, outputs)])
         return {'predictions': tuple(out.get('predictions') for out in outputs),
                 'num_samples': sum(out['num_samples'] for out in outputs)}
+
+    def _eval_one(self, runner, batch: Any) -> Dict[str, Any]:
+        batch = to_device(batch, runner.device)
+        if self.channels_last:
+            batch = self.to_channels_last(runner, batch)
+        return self.evaluate(runner, batch)
 
 
 def split_batches(batch: Any) -> List[Any]:

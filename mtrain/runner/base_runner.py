@@ -134,8 +134,13 @@ class BaseRunner:
         return self._max_iters
 
     @property
+    def optim_step(self):
+        """The run's :class:`~mtrain.step.OptimStep` (None without an optimizer hook)."""
+        return None if self.optimizer_hook is None else self.optimizer_hook.optim_step
+
+    @property
     def cumulative_iters(self) -> int:
-        return getattr(self.optimizer_hook, 'cumulative_iters', 1)
+        return 1 if self.optimizer_hook is None else self.optimizer_hook.cumulative_iters
 
     @property
     def max_updates(self) -> int:
@@ -329,6 +334,8 @@ class BaseRunner:
         runs once the file is whole (e.g. to remove older ones).
         """
         self.wait_for_checkpoint()  # one write at a time: latest.pth only moves forward
+        if self.optim_step is not None:
+            self.optim_step.gather_window()  # every rank's half-accumulated grads (collective)
         if self.rank != 0:
             if getattr(self.model, 'collective_checkpoint', False):
                 self.state_dict(save_optimizer)  # FSDP: gathering the weights takes every rank

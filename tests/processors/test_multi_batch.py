@@ -182,12 +182,9 @@ def test_gradient_accumulation_counts_updates_not_batches(make_runner, toy_datas
 class SyncRecorder(ModelWrapper):
     """A single-process wrapper that records which batches ran under no_sync()."""
 
-    def __init__(self, module, find_unused_parameters=False, explicit=False):
+    def __init__(self, module):
         super().__init__(module)
-        self.find_unused_parameters = find_unused_parameters
         self.events = []
-        if explicit:
-            self.sync_grads = lambda params=None: self.events.append('sync_grads')
 
     @contextmanager
     def no_sync(self):
@@ -199,32 +196,26 @@ class SyncRecorder(ModelWrapper):
         return super().train_step(batch)
 
 
-@pytest.mark.parametrize('find_unused, explicit, expected', [
-    # DDP all-reduces during the last backward of the step
-    (False, False, ['no_sync', 'forward', 'no_sync', 'forward', 'forward']),
-    # task heads + find_unused_parameters: everything local, then one explicit all-reduce
-    (True, True, ['no_sync', 'forward', 'no_sync', 'forward', 'no_sync', 'forward',
-                  'sync_grads']),
-])
-def test_no_sync_for_all_but_the_synchronised_backward(make_runner, toy_dataset, toy_model,
-                                                       find_unused, explicit, expected):
+def test_no_sync_for_all_but_the_synchronised_backward(make_runner, toy_dataset, toy_model):
     step = _slices(_batches(toy_dataset, 12, 1)[0], 3)
-    wrapper = SyncRecorder(toy_model, find_unused, explicit)
+    wrapper = SyncRecorder(toy_model)
     runner = make_runner(by_epoch=False, max_len=1, model=wrapper,
                          batch_processor=MultiBatchProcessor())
     runner.register_hook(OptimizerHook())
     runner.run([[step]], [('train', 1)])
-    assert wrapper.events == expected
+    # DDP all-reduces during the last backward of the step, overlapped with it
+    assert wrapper.events == ['no_sync', 'forward', 'no_sync', 'forward', 'forward']
 
 
-def test_accumulation_micro_steps_never_sync(make_runner, toy_dataset, toy_model):
+def test_accumulation_micro_steps_sync_only_in_the_last_backward(make_runner, toy_dataset,
+                                                                  toy_model):
     steps = [_slices(b, 2) for b in _batches(toy_dataset, 8, 2)]
-    wrapper = SyncRecorder(toy_model, find_unused_parameters=True, explicit=True)
+    wrapper = SyncRecorder(toy_model)
     runner = make_runner(by_epoch=False, max_len=2, model=wrapper,
                          batch_processor=MultiBatchProcessor())
     runner.register_hook(GradientCumulativeOptimizerHook(cumulative_iters=2))
     runner.run([steps], [('train', 1)])
-    assert wrapper.events == ['no_sync', 'forward'] * 4 + ['sync_grads']
+    assert wrapper.events == ['no_sync', 'forward'] * 3 + ['forward']
 
 
 def test_an_inf_in_one_batch_under_fp16_skips_the_whole_step(make_runner, toy_dataset):
@@ -297,7 +288,7 @@ def test_what_counts_as_several_batches():
 
 @pytest.mark.parametrize('cfg, match', [
     (dict(loss_reduction='avg'), "'sum' or 'mean'"),
-    (dict(ddp_sync='always'), "'auto', 'last_backward' or 'explicit'"),
+    (dict(ddp_sync='explicit'), "does not accept the argument 'ddp_sync'"),
     (dict(batch_transforms=[dict(type='Resize')]), 'must be callable'),
     (dict(loss_collector='no.such.module:fn'), 'could not be imported'),
 ])
