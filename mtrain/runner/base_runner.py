@@ -28,12 +28,14 @@ from ..parallel import ModelWrapper
 from ..processors import BasicBatchProcessor
 from .. import __version__
 from ..utils import Priority, get_dist_info, get_logger, get_priority
-from ..utils.dist import max_over_ranks, sum_by_key
+from ..utils.dist import sum_by_key
 from .checkpoint import (CheckpointError, load_checkpoint_file, load_model_state,
                          load_optimizer_state, model_state, optimizer_state,
                          save_checkpoint_file, update_latest_link, weights_to_cpu)
 from .checkpoint_writer import CheckpointWriter, snapshot
+from .iter_loader import saved_geometry
 from .log_buffer import LogBuffer
+from .preemption import StopSignals
 from .rng import get_rng_state, set_rng_state
 from .training_hooks import build_training_hooks
 
@@ -83,9 +85,7 @@ class BaseRunner:
         self.optimizer_hook: Optional[OptimizerHook] = None
         self.should_stop = False  # set by a hook (early stopping) to end the run cleanly
         self.preempted_by: Optional[str] = None  # the signal that asked the run to stop
-        self._saved_handlers: Dict[int, Any] = {}  # signal → handler before stop_on_signals
-        self._signal_received: Optional[int] = None  # this rank's signal, not yet agreed on
-        self.preempt_check_interval = 10
+        self._stop_signals = StopSignals(self.world_size)  # see stop_on_signals
         # How logged sums are combined over ranks at a log interval (None: one process).
         self.reduce_log_values = sum_by_key if self.world_size > 1 else None
         self._hooks: List[Hook] = []
@@ -220,54 +220,27 @@ class BaseRunner:
                         check_interval: int = 10) -> None:
         """On SIGTERM/SIGINT: finish the iteration, save a checkpoint, raise :class:`Preempted`.
 
-        A second signal while stopping interrupts at once. The handlers that
-        were installed before are restored when ``run()`` ends, so a later run
-        in the same process (a notebook) is interruptible as usual.
-
-        Under DDP the ranks may get the signal at different iterations; each
-        only notes it, and every ``check_interval`` iterations (and at the
-        run's end) one all-reduce tells all ranks whether any was signalled,
-        so they stop after the same iteration and rank 0 writes one
-        checkpoint. One process acts after the current iteration.
+        A second signal while stopping interrupts at once. Under DDP the ranks
+        agree every ``check_interval`` iterations on whether any was signalled
+        and stop after the same iteration (:mod:`.preemption`). The handlers
+        that were installed before are restored when ``run()`` ends.
         """
-        if not isinstance(check_interval, int) or check_interval <= 0:
-            raise ValueError(f'check_interval must be a positive integer, got {check_interval!r}')
-        self.preempt_check_interval = check_interval
+        self._stop_signals.restore()
+        self._stop_signals = StopSignals(self.world_size, check_interval)
 
-        def handler(signum, frame):
-            if self._signal_received is not None:
-                raise KeyboardInterrupt(f'second {signal.Signals(signum).name}: stopping now')
-            self._signal_received = signum
-            if self.world_size == 1:  # nobody to agree with: stop after this iteration
+        def on_first(signum):
+            self.logger.warning(f'{signal.Signals(signum).name} received: stopping '
+                                f'{self._stop_signals.describe_wait()} and saving a checkpoint')
+            if self.world_size == 1:
                 self._poll_stop_signal()
-            when = 'after this iteration' if self.world_size == 1 else (
-                f'at the next iteration all {self.world_size} ranks agree on (at most '
-                f'{check_interval})')
-            self.logger.warning(f'{signal.Signals(signum).name} received: stopping {when} and '
-                                'saving a checkpoint')
 
-        for signum in signals:
-            self._saved_handlers.setdefault(signum, signal.signal(signum, handler))
-
-    def _restore_signal_handlers(self) -> None:
-        for signum, previous in self._saved_handlers.items():
-            signal.signal(signum, previous)
-        self._saved_handlers.clear()
+        self._stop_signals.install(signals, on_first)
 
     def _poll_stop_signal(self, at_end: bool = False) -> None:
-        """After an iteration: stop if a signal came (on any rank, under DDP).
-
-        Called by the loops after ``after_train_iter`` with ``iter`` not yet
-        advanced; a modulo on the iterations between collectives.
-        """
-        if self.world_size == 1 or not self._saved_handlers:
-            signum = self._signal_received
-        elif at_end or (self._iter + 1) % self.preempt_check_interval == 0:
-            signum = max_over_ranks(self._signal_received or 0) or None
-        else:
-            return
-        if signum is not None and self.preempted_by is None:
-            self.preempted_by = signal.Signals(signum).name
+        """After an iteration (``iter`` not yet advanced): stop if a signal came."""
+        name = self._stop_signals.agreed(self._iter + 1, at_end)
+        if name is not None and self.preempted_by is None:
+            self.preempted_by = name
             self.should_stop = True
 
     def _save_if_preempted(self) -> None:
@@ -389,7 +362,7 @@ class BaseRunner:
             try:
                 self.call_hook('after_run')
             finally:
-                self._restore_signal_handlers()
+                self._stop_signals.restore()
 
     def load_checkpoint(self, filename: str, map_location: Any = 'cpu', strict: bool = False,
                         trusted: bool = False) -> Dict[str, Any]:
@@ -416,7 +389,7 @@ class BaseRunner:
         self._start_inner_iter = progress['inner_iter']
         self._resume_point = (progress['epoch'], progress['inner_iter'], progress['iter'])
         self.num_updates = progress['num_updates']
-        self._resume_geometry = _saved_geometry(progress, self.world_size, self.logger)
+        self._resume_geometry = saved_geometry(progress, self.world_size, self.logger)
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
             load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])
         states = dict(self._named_hooks())
@@ -450,23 +423,6 @@ class Preempted(RuntimeError):
         super().__init__(f'training stopped by {signal_name} after iteration {iteration}{where}. '
                          'Resume with: python tools/train.py CONFIG --auto-resume '
                          '(or --resume-from the checkpoint)')
-
-
-def _saved_geometry(progress: Dict[str, Any], world_size: int, logger) -> Optional[Tuple[int, int]]:
-    """``(world size, samples per process)`` the checkpoint's run drew batches with.
-
-    Said in one line when the world size changed: the sample position carries
-    over exactly, the rest (see docs/robustness.md) cannot.
-    """
-    if progress.get('samples_per_gpu') is None:
-        return None  # written before mtrain stored it: assume this run's geometry
-    saved = (progress['world_size'], progress['samples_per_gpu'])
-    if saved[0] != world_size:
-        logger.warning(f'resuming a {saved[0]}-process run on {world_size}: the epoch continues '
-                       'at the exact sample, but batches are composed differently, so the run '
-                       'is not bitwise the one it would have been (docs/robustness.md: rescale '
-                       'lr or the schedule if the global batch changed)')
-    return saved
 
 
 def _model_device(model: nn.Module) -> torch.device:

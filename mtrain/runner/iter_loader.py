@@ -1,12 +1,29 @@
 """Where a resumed epoch continues, and an endless loader view for IterBasedRunner."""
 
 import itertools
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from ..utils import get_dist_info
 
 # How the checkpointed run drew its batches: (world size, samples per process).
 Geometry = Tuple[int, int]
+
+
+def saved_geometry(progress: Dict[str, Any], world_size: int, logger) -> Optional[Geometry]:
+    """``(world size, samples per process)`` the checkpoint's run drew batches with.
+
+    Said in one line when the world size changed: the sample position carries
+    over exactly, the rest (see docs/robustness.md) cannot.
+    """
+    if progress.get('samples_per_gpu') is None:
+        return None  # written before mtrain stored it: assume this run's geometry
+    saved = (progress['world_size'], progress['samples_per_gpu'])
+    if saved[0] != world_size:
+        logger.warning(f'resuming a {saved[0]}-process run on {world_size}: the epoch continues '
+                       'at the exact sample, but batches are composed differently, so the run '
+                       'is not bitwise the one it would have been (docs/robustness.md: rescale '
+                       'lr or the schedule if the global batch changed)')
+    return saved
 
 
 def resume_batches(data_loader: Any, start: int,
