@@ -8,7 +8,7 @@ write (``kill_hook.py``). Compared: the last checkpoint's weights, optimizer, ho
 and progress, the best checkpoints (names and weights) and the ``*.log.json`` val lines.
 
 CI runs a seeded sample of ``SAMPLE`` combinations (the seed is in each test id; set
-``MTRAIN_MATRIX_SEED`` to repeat one). The whole matrix, about 10 minutes on 2 cores::
+``MTRAIN_MATRIX_SEED`` to repeat one). The whole matrix, about 7 minutes on 2 cores::
 
     MTRAIN_FULL_MATRIX=1 python -m pytest -q tests/runner/test_kill_anywhere.py
 """
