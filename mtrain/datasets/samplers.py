@@ -1,6 +1,7 @@
 """A DistributedSampler that also serves one process and can resume mid-epoch."""
 
-from typing import Iterator, Optional
+import math
+from typing import Iterator, List, Optional
 
 import torch
 import torch.utils.data
@@ -9,14 +10,17 @@ from ..utils import get_dist_info
 
 
 class DistributedSampler(torch.utils.data.DistributedSampler):
-    """``torch.utils.data.DistributedSampler`` plus ``set_start_index``.
+    """``torch.utils.data.DistributedSampler`` plus ``set_start_sample``.
 
     The order of epoch ``e`` depends only on ``seed + e`` (``set_epoch`` is
-    called by ``DistSamplerSeedHook``), so a resumed run sees the same order;
-    ``set_start_index(n)`` makes the next pass skip its first ``n`` indices,
-    which is how a run resumed mid-epoch continues with the very next batch.
-    Rank and world size default to the current process group (one process:
-    rank 0 of 1).
+    called by ``DistSamplerSeedHook``), so a resumed run sees the same order.
+    Rank ``r`` of ``W`` takes positions ``r, r + W, ...`` of the epoch's
+    global order, so after ``k`` batches of ``b`` on every rank the run has
+    consumed exactly the first ``k * b * W`` positions: ``set_start_sample(n)``
+    makes the next pass share out what follows position ``n`` among this
+    run's ranks, which is how a run resumed mid-epoch continues with the very
+    next samples, on the same number of processes or another. Rank and world
+    size default to the current process group (one process: rank 0 of 1).
     """
 
     def __init__(self, dataset, num_replicas: Optional[int] = None, rank: Optional[int] = None,
@@ -36,11 +40,32 @@ class DistributedSampler(torch.utils.data.DistributedSampler):
         if self.loader_generator is not None:
             self.loader_generator.manual_seed(self.seed + epoch)
 
+    def set_start_sample(self, position: int) -> None:
+        """Begin the next pass (only) at ``position`` of the epoch's global order."""
+        self._start = position
+
     def set_start_index(self, start: int) -> None:
-        """Skip the first ``start`` indices of the next pass only."""
-        self._start = start
+        """Skip this rank's first ``start`` indices of the next pass (same world size)."""
+        self._start = start * self.num_replicas
+
+    def global_order(self) -> List[int]:
+        """The epoch's positions for all ranks, padded or cut as torch's sampler does."""
+        if self.shuffle:
+            g = torch.Generator()
+            g.manual_seed(self.seed + self.epoch)
+            indices = torch.randperm(len(self.dataset), generator=g).tolist()
+        else:
+            indices = list(range(len(self.dataset)))
+        if self.drop_last:
+            return indices[:self.total_size]
+        padding = self.total_size - len(indices)
+        return indices + (indices * math.ceil(padding / len(indices)))[:padding]
 
     def __iter__(self) -> Iterator[int]:
-        indices = list(super().__iter__())
         start, self._start = self._start, 0
-        return iter(indices[start:])
+        if start == 0:
+            return super().__iter__()
+        rest = self.global_order()[start:]
+        # Equal shares for every rank (DDP steps together): pad with the first of the rest.
+        rest += (rest * self.num_replicas)[:(-len(rest)) % self.num_replicas]
+        return iter(rest[self.rank::self.num_replicas])

@@ -18,6 +18,11 @@ class CheckpointHook(Hook):
         checkpoint_config = dict(interval=500, by_epoch=False, max_keep_ckpts=3)
         checkpoint_config = dict(interval=1, async_save=True)  # written in the background
 
+    The file is written at the end of the stage (``runner.at_stage_end``),
+    after the hooks of lower priority, so an epoch's checkpoint holds that
+    epoch's evaluation (best score, early stopping) and log state; the
+    priority still orders the hook among the others as in mmcv 1.x.
+
     Args:
         interval: epochs (or iterations) between checkpoints; -1 saves only
             the last one (when ``save_last``).
@@ -75,6 +80,11 @@ class CheckpointHook(Hook):
             self._save(runner, runner.iter + 1, self.filename_tmpl or 'iter_{}.pth')
 
     def _save(self, runner, number: int, tmpl: str) -> None:
+        # Written once the stage's later hooks have run (EvalHook, early stopping,
+        # loggers): the file then holds the state a resumed run must start from.
+        runner.at_stage_end(lambda: self._write(runner, number, tmpl))
+
+    def _write(self, runner, number: int, tmpl: str) -> None:
         path = runner.save_checkpoint(
             self.out_dir, filename_tmpl=tmpl.format(number), save_optimizer=self.save_optimizer,
             create_symlink=self.create_symlink, background=self.async_save,

@@ -41,6 +41,10 @@ class EarlyStoppingHook(Hook):
         self.best: Optional[float] = None
         self.wait = 0
 
+    def before_run(self, runner) -> None:
+        if self.wait >= self.patience:  # resumed from the checkpoint of the stopping epoch
+            runner.should_stop = True
+
     def after_evaluation(self, runner) -> None:
         score = runner.eval_results.get(self.monitor)
         if score is None:

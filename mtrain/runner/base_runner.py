@@ -27,12 +27,15 @@ from ..hooks.optimizer import OptimizerHook
 from ..parallel import ModelWrapper
 from ..processors import BasicBatchProcessor
 from .. import __version__
-from ..utils import Priority, all_reduce_mean, get_dist_info, get_logger, get_priority
+from ..utils import Priority, get_dist_info, get_logger, get_priority
+from ..utils.dist import sum_by_key
 from .checkpoint import (CheckpointError, load_checkpoint_file, load_model_state,
                          load_optimizer_state, model_state, optimizer_state,
                          save_checkpoint_file, update_latest_link, weights_to_cpu)
 from .checkpoint_writer import CheckpointWriter, snapshot
+from .iter_loader import saved_geometry
 from .log_buffer import LogBuffer
+from .preemption import StopSignals
 from .rng import get_rng_state, set_rng_state
 from .training_hooks import build_training_hooks
 
@@ -82,16 +85,21 @@ class BaseRunner:
         self.optimizer_hook: Optional[OptimizerHook] = None
         self.should_stop = False  # set by a hook (early stopping) to end the run cleanly
         self.preempted_by: Optional[str] = None  # the signal that asked the run to stop
+        self._stop_signals = StopSignals(self.world_size)  # see stop_on_signals
         # How logged sums are combined over ranks at a log interval (None: one process).
-        self.reduce_log_values = all_reduce_mean if self.world_size > 1 else None
+        self.reduce_log_values = sum_by_key if self.world_size > 1 else None
         self._hooks: List[Hook] = []
         self._stage_hooks: Dict[str, List[Hook]] = {s: [] for s in STAGES}
         self._stage_calls: Dict[str, Tuple[Callable, ...]] = {s: () for s in STAGES}
         self._checkpoint_writer = CheckpointWriter()
+        self._stage_end: List[Callable[[], Any]] = []  # see at_stage_end
         self._epoch = 0
         self._iter = 0
         self._inner_iter = 0
         self._start_inner_iter = 0  # where the next epoch starts (non-zero after a resume)
+        # The train loader's batch size, and (world size, batch size) of a resumed run.
+        self._samples_per_gpu: Optional[int] = None
+        self._resume_geometry: Optional[Tuple[int, int]] = None
         self.num_updates = 0  # the one counter of optimizer updates
         self._max_epochs = max_epochs
         self._max_iters = max_iters
@@ -208,23 +216,35 @@ class BaseRunner:
         self.outputs = outputs
 
     # -- preemption ----------------------------------------------------------
-    def stop_on_signals(self, signals=(signal.SIGTERM, signal.SIGINT)) -> None:
+    def stop_on_signals(self, signals=(signal.SIGTERM, signal.SIGINT),
+                        check_interval: int = 10) -> None:
         """On SIGTERM/SIGINT: finish the iteration, save a checkpoint, raise :class:`Preempted`.
 
-        A second signal while stopping interrupts at once.
+        A second signal while stopping interrupts at once. Under DDP the ranks
+        agree every ``check_interval`` iterations on whether any was signalled
+        and stop after the same iteration (:mod:`.preemption`). The handlers
+        that were installed before are restored when ``run()`` ends.
         """
-        def handler(signum, frame):
-            if self.preempted_by is not None:
-                raise KeyboardInterrupt(f'second {signal.Signals(signum).name}: stopping now')
-            self.preempted_by = signal.Signals(signum).name
-            self.should_stop = True
-            self.logger.warning(f'{self.preempted_by} received: stopping after this iteration '
-                                'and saving a checkpoint')
+        self._stop_signals.restore()
+        self._stop_signals = StopSignals(self.world_size, check_interval)
 
-        for signum in signals:
-            signal.signal(signum, handler)
+        def on_first(signum):
+            self.logger.warning(f'{signal.Signals(signum).name} received: stopping '
+                                f'{self._stop_signals.describe_wait()} and saving a checkpoint')
+            if self.world_size == 1:
+                self._poll_stop_signal()
+
+        self._stop_signals.install(signals, on_first)
+
+    def _poll_stop_signal(self, at_end: bool = False) -> None:
+        """After an iteration (``iter`` not yet advanced): stop if a signal came."""
+        name = self._stop_signals.agreed(self._iter + 1, at_end)
+        if name is not None and self.preempted_by is None:
+            self.preempted_by = name
+            self.should_stop = True
 
     def _save_if_preempted(self) -> None:
+        self._poll_stop_signal(at_end=True)  # a signal after the last agreement point
         if self.preempted_by is None:
             return
         path = None
@@ -255,7 +275,8 @@ class BaseRunner:
             'meta': dict(self.meta, epoch=progress['epoch'], iter=progress['iter'],
                          time=time.asctime(), mtrain_version=__version__),
             'state_dict': model_state(self.model),
-            'progress': dict(progress, num_updates=self.num_updates),
+            'progress': dict(progress, num_updates=self.num_updates, world_size=self.world_size,
+                             samples_per_gpu=self._samples_per_gpu),
             'hooks': hook_states,
             'log_buffer': self.log_buffer.state_dict(),
             'rng': get_rng_state(),
@@ -314,6 +335,21 @@ class BaseRunner:
             write()
         return path
 
+    def at_stage_end(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn`` once every hook of the current stage has run.
+
+        For a checkpoint that must hold what later hooks of the same stage
+        change: ``CheckpointHook`` (NORMAL) writes the epoch's file after
+        ``EvalHook`` (LOW) has evaluated, so it holds the best score and the
+        early-stopping state of that epoch (docs/robustness.md).
+        """
+        self._stage_end.append(fn)
+
+    def _end_stage(self) -> None:
+        """Run what hooks deferred to the end of the stage (the loops call it)."""
+        while self._stage_end:
+            self._stage_end.pop(0)()
+
     def wait_for_checkpoint(self) -> None:
         """Wait until a checkpoint being written in the background is whole (or raise its error)."""
         self._checkpoint_writer.wait()
@@ -323,7 +359,10 @@ class BaseRunner:
         try:
             self.wait_for_checkpoint()
         finally:
-            self.call_hook('after_run')
+            try:
+                self.call_hook('after_run')
+            finally:
+                self._stop_signals.restore()
 
     def load_checkpoint(self, filename: str, map_location: Any = 'cpu', strict: bool = False,
                         trusted: bool = False) -> Dict[str, Any]:
@@ -350,6 +389,7 @@ class BaseRunner:
         self._start_inner_iter = progress['inner_iter']
         self._resume_point = (progress['epoch'], progress['inner_iter'], progress['iter'])
         self.num_updates = progress['num_updates']
+        self._resume_geometry = saved_geometry(progress, self.world_size, self.logger)
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
             load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])
         states = dict(self._named_hooks())

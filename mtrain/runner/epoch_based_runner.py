@@ -1,12 +1,12 @@
 """The epoch loop: ``runner=dict(type='EpochBasedRunner', max_epochs=N)``."""
 
-import itertools
 from typing import Any, List, Sequence, Tuple
 
 import torch
 
 from ..registry import RUNNERS
 from .base_runner import BaseRunner
+from .iter_loader import resume_batches
 
 
 @RUNNERS.register_module()
@@ -50,20 +50,28 @@ class EpochBasedRunner(BaseRunner):
         self.mode = 'train'
         self.data_loader = data_loader
         self.call_hook('before_train_epoch')
-        start, self._start_inner_iter = self._start_inner_iter, 0
-        for i, batch in enumerate(_skip_batches(data_loader, start), start):
+        self._samples_per_gpu = getattr(data_loader, 'batch_size', None)
+        batches, start, note = resume_batches(data_loader, self._start_inner_iter,
+                                              self._resume_geometry)
+        self._start_inner_iter = 0
+        if note:
+            self.logger.warning(note)
+        for i, batch in enumerate(batches, start):
             self._inner_iter = i
             self.data_batch = batch
             self.call_hook('before_train_iter')
             self.run_iter(batch, train_mode=True)
             self._resume_point = (self._epoch, i + 1, self._iter + 1)
             self.call_hook('after_train_iter')
+            self._end_stage()
+            self._poll_stop_signal()
             self._iter += 1
             self.data_batch = None
             if self.should_stop and i + 1 < len(data_loader):
                 return  # stopped mid-epoch (preemption): no epoch-end hooks
         self._resume_point = (self._epoch + 1, 0, self._iter)
         self.call_hook('after_train_epoch')
+        self._end_stage()
         self._epoch += 1
 
     @torch.no_grad()
@@ -80,21 +88,6 @@ class EpochBasedRunner(BaseRunner):
             self.call_hook('after_val_iter')
             self.data_batch = None
         self.call_hook('after_val_epoch')
-
-
-def _skip_batches(data_loader: Any, start: int):
-    """The loader from batch ``start`` on, in the order the full epoch would have.
-
-    mtrain's samplers skip the samples themselves (no data is loaded for the
-    skipped batches); any other loader is read and the batches dropped.
-    """
-    if start == 0:
-        return data_loader
-    sampler = getattr(data_loader, 'sampler', None)
-    if hasattr(sampler, 'set_start_index') and data_loader.batch_size is not None:
-        sampler.set_start_index(start * data_loader.batch_size)
-        return data_loader
-    return itertools.islice(data_loader, start, None)
 
 
 def _check_workflow(workflow, data_loaders, runner) -> None:

@@ -8,6 +8,7 @@ from ..registry import RUNNERS
 from .base_runner import BaseRunner
 from .epoch_based_runner import _check_workflow
 from .iter_loader import IterLoader
+from .training_hooks import iter_based_defaults
 
 
 @RUNNERS.register_module()
@@ -16,12 +17,24 @@ class IterBasedRunner(BaseRunner):
 
     ``runner.epoch`` is the number of completed passes over the train loader.
     As in mmcv 1.x, ``before_epoch``/``after_epoch`` are called once around
-    the whole run and the ``*_train_epoch`` points are not called; mtrain's LR
-    and momentum hooks follow ``runner.epoch`` themselves, so ``by_epoch=True``
-    schedules work here too.
+    the whole run and the ``*_train_epoch`` points are not called.
+    ``register_training_hooks`` defaults ``by_epoch=False`` on checkpoints,
+    loggers and lr/momentum schedules (as mmcv 1.x); a schedule given
+    ``by_epoch=True`` follows ``runner.epoch``, the passes over the loader.
     """
 
     default_ckpt_tmpl = 'iter_{}.pth'
+
+    def register_training_hooks(self, lr_config=None, optimizer_config=None,
+                                checkpoint_config=None, log_config=None,
+                                momentum_config=None, timer_config=dict(type='IterTimerHook'),
+                                custom_hooks_config=None) -> None:
+        """As the base runner's, with ``by_epoch=False`` unless a config sets it."""
+        super().register_training_hooks(
+            optimizer_config=optimizer_config, timer_config=timer_config,
+            custom_hooks_config=custom_hooks_config,
+            **iter_based_defaults(lr_config=lr_config, checkpoint_config=checkpoint_config,
+                                  log_config=log_config, momentum_config=momentum_config))
 
     def run(self, data_loaders: Sequence[Any], workflow: List[Tuple[str, int]],
             max_iters: int = None) -> None:
@@ -33,7 +46,8 @@ class IterBasedRunner(BaseRunner):
         self.logger.info(f'Start running, work_dir: {self.work_dir}, workflow: {workflow}, '
                          f'max: {self._max_iters} iters')
         self.call_hook('before_run')
-        loaders = [IterLoader(loader, self._epoch, self._start_inner_iter if mode == 'train' else 0)
+        loaders = [IterLoader(loader, self._epoch, self._start_inner_iter, self._resume_geometry)
+                   if mode == 'train' else IterLoader(loader)
                    for (mode, _), loader in zip(workflow, data_loaders)]
         self._start_inner_iter = 0
         try:
@@ -55,12 +69,18 @@ class IterBasedRunner(BaseRunner):
         self.mode = 'train'
         self.data_loader = data_loader
         batch = next(data_loader)
+        if data_loader.resume_note:
+            self.logger.warning(data_loader.resume_note)
+            data_loader.resume_note = None
         self._epoch = data_loader.epoch
+        self._samples_per_gpu = data_loader.batch_size
         self.data_batch = batch
         self.call_hook('before_train_iter')
         self.run_iter(batch, train_mode=True)
         self._resume_point = (data_loader.epoch, data_loader.consumed, self._iter + 1)
         self.call_hook('after_train_iter')
+        self._end_stage()
+        self._poll_stop_signal()
         self.data_batch = None
         self._inner_iter += 1
         self._iter += 1

@@ -83,27 +83,25 @@ class LogBuffer:
         several logger hooks can each ask for the same interval's values.
 
         Args:
-            reduce_fn: optional ``fn(tensor) -> tensor`` applied to the sums
-                and counts before dividing (the mean over ranks).
+            reduce_fn: optional ``fn({key: (sum, count)}) -> {key: (sum, count)}``
+                combining the sums and counts before dividing (over ranks:
+                :func:`mtrain.utils.dist.sum_by_key`, one collective for all keys).
         """
         keys = list(self._values)
-        if not keys:
+        if not keys:  # already averaged (every rank logs each iteration, so all ranks agree)
             return
         values = self._read_back(keys)
-        sums, counts = [], []
+        totals = {}
         for key in keys:
             weights = self._counts[key]
             if weights.count(weights[0]) == len(weights):  # the usual case: a fixed batch size
-                sums.append(math.fsum(values[key]) * weights[0])
+                total = math.fsum(values[key]) * weights[0]
             else:
-                sums.append(math.fsum(map(operator.mul, values[key], weights)))
-            counts.append(sum(weights))
-        if reduce_fn is not None:  # every key in one collective
-            device = self._device(keys)
-            reduced = reduce_fn(torch.tensor(sums + counts, dtype=torch.float64, device=device))
-            reduced = reduced.tolist()
-            sums, counts = reduced[:len(keys)], reduced[len(keys):]
-        self.output.update((key, s / c) for key, s, c in zip(keys, sums, counts))
+                total = math.fsum(map(operator.mul, values[key], weights))
+            totals[key] = (total, sum(weights))
+        if reduce_fn is not None:
+            totals = reduce_fn(totals)
+        self.output.update((key, total / count) for key, (total, count) in totals.items())
         self.ready = True
         self._values.clear()
         self._counts.clear()
@@ -124,13 +122,6 @@ class LogBuffer:
             end = start + len(self._values[key])
             values[key], start = read[start:end], end
         return values
-
-    def _device(self, keys: List[str]) -> torch.device:
-        for key in keys:
-            for value in self._values[key]:
-                if isinstance(value, torch.Tensor):
-                    return value.device
-        return torch.device('cpu')
 
     def clear(self) -> None:
         self._values.clear()

@@ -9,6 +9,7 @@ entry gets ``interval`` from ``log_config``. Priorities follow mmcv 1.x.
 """
 
 import copy
+import inspect
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..hooks import Hook
@@ -39,6 +40,40 @@ def build_training_hooks(lr_config=None, optimizer_config=None, checkpoint_confi
         hooks.extend((hook, 'VERY_LOW') for hook in _logger_hooks(log_config))
     hooks.extend(build_custom_hooks(custom_hooks_config))
     return hooks
+
+
+def iter_based_defaults(lr_config=None, checkpoint_config=None, log_config=None,
+                        momentum_config=None) -> Dict[str, Any]:
+    """The hook configs with ``by_epoch=False`` where not given (``IterBasedRunner``).
+
+    As mmcv 1.x's ``IterBasedRunner.register_training_hooks``: an iteration run
+    has no epoch ends, so checkpoints, log lines and schedules count
+    iterations unless a config says otherwise. mmcv leaves ``momentum_config``
+    out; mtrain defaults it too, so a paired lr/momentum schedule counts one
+    unit (docs/migration.md). Hooks given as objects, and hook types without a
+    ``by_epoch`` argument (``TorchLrUpdaterHook``), are left as they are.
+    Returns new dicts; the configs passed in are not changed.
+    """
+    def iter_default(cfg):
+        if not isinstance(cfg, dict) or not _takes_by_epoch(cfg.get('type')):
+            return cfg
+        return dict(copy.deepcopy(cfg), by_epoch=cfg.get('by_epoch', False))
+
+    if isinstance(log_config, dict):
+        log_config = dict(copy.deepcopy(log_config))
+        log_config['hooks'] = [iter_default(info) for info in
+                               log_config.get('hooks', [dict(type='TextLoggerHook')])]
+    return dict(lr_config=iter_default(lr_config), checkpoint_config=iter_default(checkpoint_config),
+                log_config=log_config, momentum_config=iter_default(momentum_config))
+
+
+def _takes_by_epoch(hook_type: Any) -> bool:
+    """Whether the hook ``type`` has a ``by_epoch`` argument (None: a ``policy`` hook, which has)."""
+    cls = HOOKS.get(hook_type) if isinstance(hook_type, str) else hook_type
+    if cls is None:
+        return True  # an unknown type: building it reports the error
+    params = inspect.signature(cls.__init__).parameters
+    return 'by_epoch' in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def _hook(cfg: Any, default_type: str, key: str) -> Hook:

@@ -4,7 +4,7 @@ Joining a process group is :func:`mtrain.utils.launch.init_dist`.
 """
 
 import functools
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 import torch.distributed as dist
@@ -43,8 +43,8 @@ def comm_device() -> torch.device:
 def all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
     """The mean of ``tensor`` over all ranks (a new tensor on ``tensor``'s device).
 
-    The log buffer's ``reduce_fn``: it reduces its sums and counts with this at
-    a log interval only, so logged losses are means over all ranks' samples.
+    For values every rank holds in the same order (for logged values, matched
+    by name, see :func:`sum_by_key`).
     """
     world_size = get_dist_info()[1]
     if world_size == 1:
@@ -55,6 +55,27 @@ def all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
     reduced = tensor.detach().to(comm_device(), copy=True)
     dist.all_reduce(reduced)
     return reduced.div_(world_size).to(tensor.device)
+
+
+def sum_by_key(totals: Dict[str, Tuple[float, float]]) -> Dict[str, Tuple[float, float]]:
+    """Each key's ``(sum, count)`` added up over the ranks that have the key.
+
+    The log buffer's ``reduce_fn``, called at a log interval only. Ranks may
+    log different keys (a task only some ranks' batches held), so values are
+    matched by name, never by position: one ``all_gather_object`` of the
+    small dict, then the additions on the host.
+    """
+    world_size = get_dist_info()[1]
+    if world_size == 1:
+        return dict(totals)
+    gathered: List[Any] = [None] * world_size
+    dist.all_gather_object(gathered, {k: (float(s), float(c)) for k, (s, c) in totals.items()})
+    combined: Dict[str, Tuple[float, float]] = {}
+    for rank_totals in gathered:  # rank order: the same float additions on every rank
+        for key, (total, count) in rank_totals.items():
+            old_total, old_count = combined.get(key, (0.0, 0.0))
+            combined[key] = (old_total + total, old_count + count)
+    return combined
 
 
 def all_ranks_true(flag: torch.Tensor) -> bool:
@@ -69,6 +90,19 @@ def all_ranks_true(flag: torch.Tensor) -> bool:
     value = flag.detach().to(comm_device(), torch.int32)
     dist.all_reduce(value, op=dist.ReduceOp.MIN)
     return bool(value)
+
+
+def max_over_ranks(value: int) -> int:
+    """The largest ``value`` any rank holds (one all-reduce; reads the result back).
+
+    E.g. which signal, if any, some rank received: every rank then stops at
+    the same iteration.
+    """
+    if get_dist_info()[1] == 1:
+        return value
+    tensor = torch.tensor([value], dtype=torch.int64, device=comm_device())
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor)
 
 
 def collect_results(part: torch.Tensor, size: int) -> torch.Tensor:

@@ -66,15 +66,15 @@ def test_a_logged_vector_is_a_clear_error():
         LogBuffer().update({'per_class': torch.ones(3)})
 
 
-def test_reduce_fn_sees_every_sum_and_count_in_one_tensor():
+def test_reduce_fn_sees_every_sum_and_count_by_name():
     seen = []
 
-    def reduce_fn(t):
-        seen.append(t.clone())
-        return t * 2  # both sums and counts doubled: the means do not change
+    def reduce_fn(totals):
+        seen.append(dict(totals))
+        return {k: (2 * s, 2 * c) for k, (s, c) in totals.items()}  # the means do not change
 
     buf = LogBuffer()
     buf.update({'loss': torch.tensor(1.0), 'time': 0.25}, count=4)
     buf.average(reduce_fn)
-    assert len(seen) == 1 and seen[0].tolist() == [4.0, 1.0, 4.0, 4.0]
+    assert seen == [{'loss': (4.0, 4), 'time': (1.0, 4)}]
     assert buf.output == {'loss': 1.0, 'time': 0.25}

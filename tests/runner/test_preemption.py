@@ -43,3 +43,14 @@ def test_signal_saves_a_checkpoint_that_resumes_exactly(make_runner, toy_loader,
     resumed.run([toy_loader], [('train', 1)])
     for a, b in zip(full.model.parameters(), resumed.model.parameters()):
         assert torch.equal(a, b)
+
+
+def test_signal_handlers_are_restored_after_run(make_runner, toy_loader):
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    runner = make_runner(max_len=1)
+    runner.register_hook(OptimizerHook())
+    runner.stop_on_signals()
+    runner.run([toy_loader], [('train', 1)])
+    assert {s: signal.getsignal(s) for s in before} == before
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C works again after the run
+        os.kill(os.getpid(), signal.SIGINT)

@@ -1,0 +1,35 @@
+"""IterBasedRunner counts iterations by default, as mmcv 1.x's register_training_hooks."""
+
+import json
+import os
+
+from mtrain.hooks import OptimizerHook
+from mtrain.runner.training_hooks import iter_based_defaults
+
+
+def test_iter_runner_checkpoints_logs_and_decays_by_iteration(make_runner, toy_loader, tmp_path):
+    runner = make_runner(by_epoch=False, max_len=24)
+    runner.register_training_hooks(
+        lr_config=dict(policy='step', step=[8, 16]), optimizer_config=dict(),
+        checkpoint_config=dict(interval=8), log_config=dict(interval=4),
+        momentum_config=dict(policy='step', step=[100]))
+    runner.run([toy_loader], [('train', 1)])
+    assert {'iter_8.pth', 'iter_16.pth', 'iter_24.pth'} <= set(os.listdir(tmp_path))
+    assert abs(runner.current_lr()[0] - 0.1 * 0.1 ** 2) < 1e-12
+    logs = [n for n in os.listdir(tmp_path) if n.endswith('.log.json')]
+    with open(tmp_path / logs[0]) as f:
+        lines = [json.loads(line) for line in f if '"mode"' in line]
+    assert [line['iter'] for line in lines if line['mode'] == 'train'] == [4, 8, 12, 16, 20, 24]
+    assert [h.by_epoch for h in runner.hooks if hasattr(h, 'by_epoch')] == [False] * 4
+
+
+def test_explicit_by_epoch_and_hook_objects_are_kept():
+    hook = OptimizerHook()
+    cfgs = iter_based_defaults(lr_config=dict(policy='step', step=[1], by_epoch=True),
+                               checkpoint_config=hook, log_config=dict(
+                                   interval=5, hooks=[dict(type='TextLoggerHook', by_epoch=True)]),
+                               momentum_config=None)
+    assert cfgs['lr_config']['by_epoch'] is True and cfgs['checkpoint_config'] is hook
+    assert cfgs['log_config']['hooks'][0]['by_epoch'] is True and cfgs['momentum_config'] is None
+    torch_lr = dict(type='TorchLrUpdaterHook', scheduler=dict(type='StepLR', step_size=2))
+    assert iter_based_defaults(lr_config=torch_lr)['lr_config'] == torch_lr  # no by_epoch arg
