@@ -57,6 +57,8 @@ class BasicBatchProcessor:
         batch = to_device(batch, runner.device)
         if self.channels_last:
             batch = self.to_channels_last(runner, batch)
+        if getattr(runner.model, 'own_steps', False):  # mmcv's contract (parallel/batch_call.py)
+            return self.own_step(runner, batch, train_mode)
         if not train_mode:
             with self.autocast(runner.device):
                 return self.collect(runner.model.val_step(batch), batch, False)
@@ -69,6 +71,18 @@ class BasicBatchProcessor:
                 output = runner.model.train_step(batch)
         runner.call_hook('after_forward')
         return self.collect(output, batch, True)
+
+    def own_step(self, runner, batch: Any, train_mode: bool) -> Dict[str, Any]:
+        """``model.train_step(batch, optimizer)`` (or ``val_step``): the model makes the outputs."""
+        runner.call_hook('before_forward')
+        with self.grad_sync(runner, train_mode) or nullcontext(), self.autocast(runner.device):
+            step = runner.model.train_step if train_mode else runner.model.val_step
+            outputs = step(batch, runner.optimizer)
+        runner.call_hook('after_forward')
+        if not isinstance(outputs, dict):
+            raise TypeError('"model.train_step()" and "model.val_step()" must return a dict '
+                            f'(loss, log_vars, num_samples), got {type(outputs).__name__}')
+        return outputs
 
     @staticmethod
     def grad_sync(runner, train_mode: bool):
