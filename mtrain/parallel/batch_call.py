@@ -36,14 +36,20 @@ def has_own_steps(module: nn.Module) -> bool:
 
 @contextmanager
 def forward_as(module: nn.Module, step: str) -> Iterator[None]:
-    """Make ``module(...)`` run ``module.<step>(...)`` for a while.
+    """Make the next ``module(...)`` run ``module.<step>(...)`` instead of ``forward``.
 
     So a wrapper's own forward machinery (DDP's buffer broadcast and
     gradient-reduction setup) runs around the user's ``train_step``, as
-    mmcv's ``MMDistributedDataParallel.train_step`` does by hand.
+    mmcv's ``MMDistributedDataParallel.train_step`` does by hand. Only the
+    outermost call is redirected: the step's own ``self(**data)`` reaches
+    the real ``forward``.
     """
-    module.forward = getattr(module, step)  # an instance attribute shadows the class's forward
+    def run_step(*args: Any, **kwargs: Any) -> Any:
+        del module.forward  # an instance attribute shadowing the class's forward, used once
+        return getattr(module, step)(*args, **kwargs)
+
+    module.forward = run_step
     try:
         yield
     finally:
-        del module.forward
+        module.__dict__.pop('forward', None)
