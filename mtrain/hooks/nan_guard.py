@@ -60,11 +60,11 @@ class NanGuardHook(Hook):
 
     def after_train_iter(self, runner) -> None:
         log_vars = runner.outputs.get('log_vars')
-        if log_vars is None:
+        if log_vars is None or 'loss' not in log_vars:  # e.g. a GAN's train_step: no total loss
             return
         if self.action == 'skip':
             # The documented per-iteration sync; under DDP every rank skips if any must.
-            if not all_ranks_true(torch.isfinite(log_vars['loss'])):
+            if not all_ranks_true(torch.isfinite(torch.as_tensor(log_vars['loss']))):
                 runner.outputs['skip_step'] = True
                 self.skipped += 1
                 where = ' (on at least one rank)' if runner.world_size > 1 else ''
@@ -90,7 +90,7 @@ class NanGuardHook(Hook):
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        losses = [log_vars['loss'] for _, log_vars in pending]
+        losses = [torch.as_tensor(log_vars['loss']) for _, log_vars in pending]  # mmcv: floats
         try:
             finite = torch.isfinite(torch.stack(losses))
         except RuntimeError:  # a loss that is not 0-dim
