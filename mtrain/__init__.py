@@ -27,7 +27,7 @@ _PARALLEL = ('MMDataParallel', 'MMDistributedDataParallel', 'ModelWrapper',
 _REGISTRY = ('HOOKS', 'RUNNERS', 'OPTIMIZERS', 'OPTIMIZER_CONSTRUCTORS', 'MODEL_WRAPPERS',
              'MODELS', 'DATASETS')
 _UTILS = ('get_dist_info', 'init_dist', 'master_only', 'get_priority', 'Priority',
-          'set_random_seed')
+          'set_random_seed', 'get_logger', 'print_log')
 _DIST = ('allreduce_grads', 'allreduce_params')
 _NAMES = {
     **{n: ('mtrain.runner', n) for n in _RUNNER},

@@ -14,7 +14,8 @@ hooks) and registers it at mmcv's priority::
     runner.register_hook_from_cfg(dict(type='MyHook', priority='LOW'))
 """
 
-from typing import Any, Dict, Iterable, Tuple
+import copy
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from ..hooks.hook import STAGES
 from ..utils import Priority
@@ -23,6 +24,10 @@ from .training_hooks import build_custom_hooks, build_training_hooks
 
 class HookRegistration:
     """The registration methods; the class using it provides ``register_hook`` and ``_hooks``."""
+
+    #: False in ``IterBasedRunner``: ``register_training_hooks`` then defaults
+    #: ``by_epoch=False`` in the checkpoint, lr and logger configs, as mmcv's does.
+    hooks_by_epoch = True
 
     def _register_all(self, pairs: Iterable[Tuple[Any, Any]]) -> None:
         for hook, priority in pairs:
@@ -33,6 +38,11 @@ class HookRegistration:
                                 momentum_config=None, timer_config=dict(type='IterTimerHook'),
                                 custom_hooks_config=None) -> None:
         """Register the standard hooks from their config dicts (mmcv 1.x order)."""
+        if not self.hooks_by_epoch:
+            checkpoint_config, lr_config = _by_iter(checkpoint_config), _by_iter(lr_config)
+            if isinstance(log_config, dict):
+                log_config = dict(log_config, hooks=[_by_iter(h) for h in log_config.get(
+                    'hooks', [dict(type='TextLoggerHook')])])
         self._register_all(build_training_hooks(
             lr_config=lr_config, optimizer_config=optimizer_config,
             checkpoint_config=checkpoint_config, log_config=log_config,
@@ -81,6 +91,15 @@ class HookRegistration:
             if names:
                 lines.append(f'{stage}:\n' + '\n'.join(names) + '\n -------------------- ')
         return '\n'.join(lines)
+
+
+def _by_iter(cfg: Optional[Any]) -> Optional[Any]:
+    """A copy of the hook config dict ``cfg`` with ``by_epoch=False`` unless it says otherwise."""
+    if not isinstance(cfg, dict):
+        return cfg
+    cfg = copy.copy(cfg)
+    cfg.setdefault('by_epoch', False)
+    return cfg
 
 
 def _priority_name(value: int) -> str:

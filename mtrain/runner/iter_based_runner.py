@@ -22,6 +22,7 @@ class IterBasedRunner(BaseRunner):
     """
 
     default_ckpt_tmpl = 'iter_{}.pth'
+    hooks_by_epoch = False  # register_training_hooks: by_epoch=False defaults, as mmcv
 
     def run(self, data_loaders: Sequence[Any], workflow: List[Tuple[str, int]],
             max_iters: int = None) -> None:
