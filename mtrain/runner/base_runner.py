@@ -25,7 +25,7 @@ from torch import nn
 
 from ..hooks.hook import STAGES, Hook
 from ..hooks.optimizer import OptimizerHook
-from ..parallel import ModelWrapper, has_own_steps, is_module_wrapper, unwrap
+from ..parallel import ModelWrapper, is_module_wrapper
 from ..processors import BasicBatchProcessor
 from .. import __version__
 from ..utils import all_reduce_mean, get_dist_info, get_logger, get_priority
@@ -33,6 +33,7 @@ from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, load_checkpoint,
                          load_optimizer_state, model_state, optimizer_state,
                          save_checkpoint_file, update_latest_link, weights_to_cpu)
 from .checkpoint_writer import CheckpointWriter, snapshot
+from .arguments import check_runner_arguments
 from .batch_function import BatchFunctionProcessor, is_mmcv_batch_function
 from .hook_registration import HookRegistration
 from .log_buffer import LogBuffer
@@ -70,8 +71,8 @@ class BaseRunner(HookRegistration):
                  work_dir: Optional[str] = None, logger: Optional[logging.Logger] = None,
                  meta: Optional[Dict[str, Any]] = None, max_iters: Optional[int] = None,
                  max_epochs: Optional[int] = None) -> None:
-        _check_arguments(model, batch_processor, optimizer, work_dir, logger, meta,
-                         max_iters, max_epochs)
+        check_runner_arguments(model, batch_processor, optimizer, work_dir, logger, meta,
+                               max_iters, max_epochs)
         self.model = model if is_module_wrapper(model) else ModelWrapper(model)
         self.optimizer = optimizer
         if is_mmcv_batch_function(batch_processor):
@@ -405,36 +406,3 @@ def _per_optimizer(optimizer: Any, what: str, value: Callable) -> Any:
     if isinstance(optimizer, dict):
         return {name: [value(g) for g in optim.param_groups] for name, optim in optimizer.items()}
     return [value(g) for g in optimizer.param_groups]
-
-
-def _check_arguments(model, batch_processor, optimizer, work_dir, logger, meta, max_iters,
-                     max_epochs) -> None:
-    """mmcv 1.x's checks of the runner's arguments (TypeError/ValueError/RuntimeError)."""
-    if batch_processor is not None and not callable(batch_processor):
-        raise TypeError(f'batch_processor must be callable, but got {type(batch_processor)}')
-    if is_mmcv_batch_function(batch_processor) and has_own_steps(unwrap(model)):
-        raise RuntimeError('batch_processor and model.train_step()/model.val_step() cannot be '
-                           'both available: the model\'s train_step already does the step')
-    if is_module_wrapper(model) and not hasattr(model, 'train_step'):
-        raise TypeError(f'{type(model).__name__} has no train_step: pass the plain model (the '
-                        'runner wraps it) or wrap it in MMDistributedDataParallel')
-    if isinstance(optimizer, dict):
-        for name, optim in optimizer.items():
-            if not isinstance(optim, torch.optim.Optimizer):
-                raise TypeError(f'optimizer must be a dict of torch.optim.Optimizers, but '
-                                f'optimizer["{name}"] is a {type(optim)}')
-    elif optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f'optimizer must be a torch.optim.Optimizer object or dict or None, '
-                        f'but got {type(optimizer)}')
-    if logger is not None and not isinstance(logger, logging.Logger):
-        raise TypeError(f'logger must be a logging.Logger object, but got {type(logger)}')
-    if meta is not None and not isinstance(meta, dict):
-        raise TypeError(f'meta must be a dict or None, but got {type(meta)}')
-    if work_dir is not None and not isinstance(work_dir, (str, os.PathLike)):
-        raise TypeError(f'"work_dir" must be a str or None, got {type(work_dir)}')
-    if max_epochs is not None and max_iters is not None:
-        raise ValueError('Only one of `max_epochs` or `max_iters` can be set: give the runner '
-                         'max_epochs or max_iters, not both')
-    for name, value in (('max_epochs', max_epochs), ('max_iters', max_iters)):
-        if value is not None and (not isinstance(value, int) or value <= 0):
-            raise ValueError(f'runner {name} must be a positive integer, got {value!r}')

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from .. import __version__
-from ..parallel import is_module_wrapper, unwrap
+from ..parallel import unwrap
 from ..utils import get_dist_info
 
 
