@@ -323,8 +323,10 @@ class BaseRunner(HookRegistration):
         loaded; missing, unexpected and shape-mismatched keys are logged as
         one warning. ``strict=True``: any of them is a :class:`CheckpointError`.
         """
-        if map_location == 'default':  # mmcv's: this process's device
-            map_location = self.device
+        if map_location == 'default':
+            # mmcv's 'default' is the current GPU. The CPU ends the same: weights and optimizer
+            # state are copied to the parameters' device, and the RNG state must stay on the CPU.
+            map_location = 'cpu'
         try:
             ckpt = load_checkpoint(self.model, filename, map_location, strict, self.logger,
                                    revise_keys, trusted)
@@ -349,7 +351,7 @@ class BaseRunner(HookRegistration):
         self._start_inner_iter = progress['inner_iter']
         self._resume_point = (progress['epoch'], progress['inner_iter'], progress['iter'])
         self.num_updates = progress['num_updates']
-        self.meta.setdefault('hook_msgs', {}).update(ckpt['meta'].get('hook_msgs', {}))
+        self.meta.setdefault('hook_msgs', {}).update(ckpt.get('meta', {}).get('hook_msgs', {}))
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
             load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])
         states = dict(self._named_hooks())

@@ -49,12 +49,9 @@ def test_constructor_checks_as_mmcv(toy_model, kwargs, error, message):
 
 
 def test_a_batch_processor_function_beside_train_step_is_refused(toy_model):
-    type(toy_model).train_step = lambda self, data, optimizer: {}
-    try:
-        with pytest.raises(RuntimeError, match='cannot be both available'):
-            EpochBasedRunner(toy_model, batch_processor=lambda model, data, train_mode: {})
-    finally:
-        del type(toy_model).train_step
+    with_step = type('WithStep', (type(toy_model), ), {'train_step': lambda self, d, o: {}})
+    with pytest.raises(RuntimeError, match='cannot be both available'):
+        EpochBasedRunner(with_step(), batch_processor=lambda model, data, train_mode: {})
 
 
 def test_an_mmcv_batch_processor_function_trains_like_the_default(make_runner, toy_loader,
