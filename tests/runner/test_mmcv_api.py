@@ -165,3 +165,17 @@ def test_mtrain_exports_mmcv_runner_names_lazily():
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == 'True'  # `import mtrain` alone imports no torch
+
+
+def test_iter_runner_defaults_hooks_to_by_epoch_false_as_mmcv(make_runner):
+    runner = make_runner(by_epoch=False, max_len=4)
+    checkpoint_config, lr_config = dict(interval=2), dict(policy='step', step=[2])
+    log_config = dict(interval=1, hooks=[dict(type='TextLoggerHook')])
+    runner.register_training_hooks(lr_config=lr_config, checkpoint_config=checkpoint_config,
+                                   log_config=log_config, timer_config=None)
+    assert [(type(h).__name__, h.by_epoch) for h in runner.hooks] == [
+        ('StepLrUpdaterHook', False), ('CheckpointHook', False), ('TextLoggerHook', False)]
+    assert 'by_epoch' not in checkpoint_config and 'by_epoch' not in log_config['hooks'][0]
+    epoch_runner = make_runner()
+    epoch_runner.register_checkpoint_hook(dict(interval=2))
+    assert epoch_runner.hooks[0].by_epoch
