@@ -9,10 +9,11 @@ import json
 
 import pytest
 import torch
+from mmengine.config import Config
 
 from mtrain.datasets import build_dataloader
 from mtrain.parallel import MMDataParallel, ModelWrapper, has_own_steps
-from mtrain.runner import EpochBasedRunner
+from mtrain.runner import EpochBasedRunner, build_runner
 
 
 @pytest.fixture
@@ -109,3 +110,19 @@ def test_a_train_step_returning_no_dict_is_a_clear_error(tmp_path, logger, class
 
     with pytest.raises(TypeError, match='must return a dict .*got Tensor'):
         _train(Bad(), ToyDataset(), tmp_path, logger)
+
+
+def test_from_a_config_with_float_log_vars_and_the_nan_guard(tmp_path, logger, classes):
+    """The builder's path: BasicBatchProcessor, OptimizerHook, NanGuardHook on mmcv's floats."""
+    _, MmcvToyModel, ToyDataset = classes
+    cfg = Config(dict(
+        model=dict(type=MmcvToyModel), optimizer=dict(type='SGD', lr=0.1, momentum=0.9),
+        optimizer_config=dict(grad_clip=dict(max_norm=1.0)),
+        runner=dict(type='EpochBasedRunner', max_epochs=1), device='cpu',
+        data=dict(samples_per_gpu=8, workers_per_gpu=0, train=dict(type=ToyDataset)),
+        log_config=dict(interval=4, hooks=[dict(type='TextLoggerHook')]),
+        nan_policy=dict(interval=2)))
+    runner, loaders, workflow = build_runner(cfg, str(tmp_path), logger, seed=0)
+    runner.run(loaders, workflow)
+    assert runner.iter == 8 and runner.num_updates == 8
+    assert isinstance(runner.outputs['log_vars']['loss'], float)
