@@ -52,6 +52,12 @@ STAGES = (
     'after_val_iter', 'after_val_epoch', 'after_epoch', 'before_evaluation', 'after_evaluation',
     'before_save_checkpoint', 'after_run')
 
+#: mmcv 1.x's ``Hook.stages``: what :meth:`Hook.get_triggered_stages` reports.
+MMCV_STAGES = (
+    'before_run', 'before_train_epoch', 'before_train_iter', 'after_train_iter',
+    'after_train_epoch', 'before_val_epoch', 'before_val_iter', 'after_val_iter',
+    'after_val_epoch', 'after_run')
+
 # Which generic method each stage falls back to (mmcv 1.x semantics).
 _FALLBACK = {
     'before_train_epoch': 'before_epoch', 'after_train_epoch': 'after_epoch',
@@ -66,6 +72,8 @@ class Hook:
 
     #: Default priority used when the config does not give one.
     priority = 'NORMAL'
+    #: Every stage a runner calls (mmcv's ``Hook.stages`` holds its 10 of them).
+    stages = STAGES
 
     def before_run(self, runner) -> None:
         pass
@@ -145,6 +153,8 @@ class Hook:
         """Restore what :meth:`state_dict` returned."""
 
     # -- helpers for hooks ------------------------------------------------
+    # The helpers below are mmcv 1.x's (``epoch``, ``iter``, ``inner_iter`` count from 0,
+    # so "every 2 epochs" is true after epochs 2, 4, ...; ``n <= 0`` is never).
     @staticmethod
     def every_n_epochs(runner, n: int) -> bool:
         return n > 0 and (runner.epoch + 1) % n == 0
@@ -176,6 +186,16 @@ class Hook:
         """The stages at which this hook does something (overrides a method)."""
         return [s for s in STAGES
                 if self._overrides(s) or (s in _FALLBACK and self._overrides(_FALLBACK[s]))]
+
+    def get_triggered_stages(self) -> List[str]:
+        """mmcv 1.x's answer: which of its 10 stages (``MMCV_STAGES``) this hook acts at.
+
+        Overriding ``before_epoch`` counts as ``before_train_epoch`` and
+        ``before_val_epoch``, and so on, as in mmcv; mtrain's extra stages
+        are in :meth:`triggered_stages`.
+        """
+        stages = self.triggered_stages()
+        return [s for s in MMCV_STAGES if s in stages]
 
     def method_for(self, stage: str):
         """The bound method that does this hook's work at ``stage``.

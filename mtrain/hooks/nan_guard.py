@@ -73,8 +73,8 @@ class NanGuardHook(Hook):
 
     def after_train_iter(self, runner) -> None:
         log_vars = runner.outputs.get('log_vars')
-        if log_vars is None or self.action == 'skip':
-            return
+        if log_vars is None or self.action == 'skip' or 'loss' not in log_vars:
+            return  # (no total loss: e.g. a GAN's own train_step)
         iteration = runner.iter + 1
         self._pending.append((iteration, log_vars))
         if len(self._pending) >= self.interval or iteration == self._last_iter:
@@ -93,7 +93,7 @@ class NanGuardHook(Hook):
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        losses = [log_vars['loss'] for _, log_vars in pending]
+        losses = [torch.as_tensor(log_vars['loss']) for _, log_vars in pending]  # mmcv: floats
         try:
             finite = torch.isfinite(torch.stack(losses))
         except RuntimeError:  # a loss that is not 0-dim

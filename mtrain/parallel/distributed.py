@@ -17,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ..registry import MODEL_WRAPPERS
 from ..utils import get_logger
 from ..utils.autograd import log_unused_parameters
-from .batch_call import call_with_batch
+from .batch_call import call_with_batch, forward_as, has_own_steps
 
 
 @MODEL_WRAPPERS.register_module()
@@ -79,16 +79,31 @@ class MTDistributedDataParallel(DistributedDataParallel):
                          gradient_as_bucket_view=gradient_as_bucket_view,
                          static_graph=static_graph, **ddp_kwargs)
         self.detect_anomalous_params = detect_anomalous_params
+        self.own_steps = has_own_steps(module)  # mmcv 1.x's contract (see batch_call)
 
-    def train_step(self, batch: Any) -> Any:
-        """Forward ``batch`` through DDP (the next backward syncs gradients)."""
-        output = call_with_batch(self, batch)
+    def train_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        """Forward ``batch`` through DDP (the next backward syncs gradients).
+
+        A model with its own ``train_step`` (mmcv contract) has it called as
+        DDP's forward, with ``(batch, *args, **kwargs)``: DDP then reduces the
+        gradients of the ``loss`` it returns. A model that also runs backward
+        inside its ``train_step`` (GAN-style) is outside what DDP can reduce:
+        wrap its submodules in DDP itself, as mmgen does.
+        """
+        if self.own_steps:
+            with forward_as(self.module, 'train_step'):
+                output = self(batch, *args, **kwargs)
+        else:
+            output = call_with_batch(self, batch)
         if self.detect_anomalous_params:
             log_unused_parameters(output, self.module)
         return output
 
-    def val_step(self, batch: Any) -> Any:
+    def val_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
         """Forward ``batch`` through DDP (under no_grad: buffers broadcast, no grad sync)."""
+        if self.own_steps:
+            with forward_as(self.module, 'val_step'):
+                return self(batch, *args, **kwargs)
         return call_with_batch(self, batch)
 
     def test_step(self, batch: Any) -> Any:

@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..registry import MODEL_WRAPPERS
-from .batch_call import call_with_batch
+from .batch_call import call_with_batch, forward_as, has_own_steps
 
 
 @MODEL_WRAPPERS.register_module()
@@ -70,18 +70,25 @@ class MTFullyShardedDataParallel(nn.Module):
                 fully_shard(sub, mesh=mesh, reshard_after_forward=reshard_after_forward)
         fully_shard(module, mesh=mesh, reshard_after_forward=reshard_after_forward)
         self.module = module
+        self.own_steps = has_own_steps(module)  # mmcv 1.x's contract (see batch_call)
         self._sync = True
 
     def forward(self, *args, **kwargs) -> Any:
         return self.module(*args, **kwargs)
 
-    def train_step(self, batch: Any) -> Any:
+    def train_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
         # Decided at the forward, as in DDP: the backward of a step run inside
         # no_sync() keeps its gradients local (unsharded) until a synced one.
         self.module.set_requires_gradient_sync(self._sync)
-        return call_with_batch(self, batch)
+        return self._step('train_step', batch, args, kwargs)
 
-    def val_step(self, batch: Any) -> Any:
+    def val_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._step('val_step', batch, args, kwargs)
+
+    def _step(self, step: str, batch: Any, args: tuple, kwargs: dict) -> Any:
+        if self.own_steps:  # the model's own step runs as the sharded module's forward
+            with forward_as(self.module, step):
+                return self.module(batch, *args, **kwargs)
         return call_with_batch(self, batch)
 
     def test_step(self, batch: Any) -> Any:

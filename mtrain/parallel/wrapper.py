@@ -12,18 +12,26 @@ from contextlib import nullcontext
 from typing import Any
 
 from torch import nn
+from torch.nn.parallel import DataParallel, DistributedDataParallel
 
 from ..registry import MODEL_WRAPPERS
-from .batch_call import call_with_batch
+from .batch_call import call_with_batch, has_own_steps
 
 
 @MODEL_WRAPPERS.register_module()
 class ModelWrapper(nn.Module):
-    """Wrap ``module`` for a single process (CPU or one GPU)."""
+    """Wrap ``module`` for a single process (CPU or one GPU).
+
+    A model with its own ``train_step`` (mmcv 1.x's contract, see
+    :mod:`.batch_call`) gets ``train_step(batch, optimizer, **kwargs)``
+    passed on; any other model gets ``forward`` called with the batch.
+    """
 
     def __init__(self, module: nn.Module) -> None:
         super().__init__()
         self.module = module
+        #: The user's model follows mmcv 1.x's contract (defines ``train_step``).
+        self.own_steps = has_own_steps(module)
 
     def forward(self, *args, **kwargs) -> Any:
         return self.module(*args, **kwargs)
@@ -31,12 +39,19 @@ class ModelWrapper(nn.Module):
     # The steps call the user's model directly: going through this wrapper's own
     # ``__call__`` would add a second module call per step, and ``self.module``
     # a Python-level ``nn.Module.__getattr__``; ``_modules`` is a plain dict.
-    def train_step(self, batch: Any) -> Any:
-        """Forward ``batch`` in train mode; returns the model's losses."""
+    def train_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        """Forward ``batch`` in train mode; returns the model's losses.
+
+        mmcv contract: ``module.train_step(batch, *args, **kwargs)`` (args: the optimizer).
+        """
+        if self.own_steps:
+            return self._modules['module'].train_step(batch, *args, **kwargs)
         return call_with_batch(self._modules['module'], batch)
 
-    def val_step(self, batch: Any) -> Any:
+    def val_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
         """Forward ``batch`` for the val workflow phase / evaluation."""
+        if self.own_steps:
+            return self._modules['module'].val_step(batch, *args, **kwargs)
         return call_with_batch(self._modules['module'], batch)
 
     def test_step(self, batch: Any) -> Any:
@@ -45,3 +60,21 @@ class ModelWrapper(nn.Module):
     def no_sync(self):
         """Nothing to synchronise in one process."""
         return nullcontext()
+
+
+def is_module_wrapper(module: nn.Module) -> bool:
+    """Whether ``module`` wraps the user's model in ``.module`` (as mmcv's ``is_module_wrapper``).
+
+    True for every class in the ``MODEL_WRAPPERS`` registry (register your own
+    there) and for torch's ``DataParallel`` / ``DistributedDataParallel``.
+    """
+    wrappers = tuple(MODEL_WRAPPERS.module_dict.values()) + (DataParallel,
+                                                            DistributedDataParallel)
+    return isinstance(module, wrappers)
+
+
+def unwrap(module: nn.Module) -> nn.Module:
+    """The user's model inside any number of wrappers."""
+    while is_module_wrapper(module):
+        module = module.module
+    return module

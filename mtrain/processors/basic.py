@@ -29,6 +29,8 @@ class BasicBatchProcessor(BatchProcessor):
         batch = to_device(batch, runner.device)
         if self.channels_last:
             batch = self.to_channels_last(runner, batch)
+        if getattr(runner.model, 'own_steps', False):  # mmcv's contract (parallel/batch_call.py)
+            return self.own_step(runner, batch, train_mode)
         if not train_mode:
             return self.evaluate(runner, batch)
         if runner.optim_step is None or runner.optim_step.cumulative_iters == 1:
@@ -38,3 +40,15 @@ class BasicBatchProcessor(BatchProcessor):
                 output = self.forward(runner, batch)
         loss, log_vars = parse_losses(output)
         return {'loss': loss, 'log_vars': log_vars, 'num_samples': batch_size(batch)}
+
+    def own_step(self, runner, batch: Any, train_mode: bool) -> Dict[str, Any]:
+        """``model.train_step(batch, optimizer)`` (or ``val_step``): the model makes the outputs."""
+        runner.call_hook('before_forward')
+        step = runner.model.train_step if train_mode else runner.model.val_step
+        with self.grad_sync(runner), self.autocast(runner.device):
+            outputs = step(batch, runner.optimizer)
+        runner.call_hook('after_forward')
+        if not isinstance(outputs, dict):
+            raise TypeError('"model.train_step()" and "model.val_step()" must return a dict '
+                            f'(loss, log_vars, num_samples), got {type(outputs).__name__}')
+        return outputs

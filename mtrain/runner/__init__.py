@@ -2,8 +2,9 @@
 
 from .base_runner import BaseRunner, Preempted
 from .builder import build_dataset, build_runner, build_test_loader
-from .checkpoint import (CheckpointError, find_latest_valid, load_checkpoint_file,
-                         save_checkpoint_file)
+from .checkpoint import (CheckpointError, find_latest_valid, get_state_dict, load_checkpoint,
+                         load_checkpoint_file, load_checkpoint_with_prefix, load_state_dict,
+                         save_checkpoint, save_checkpoint_file, weights_to_cpu)
 from .epoch_based_runner import EpochBasedRunner
 from .iter_based_runner import IterBasedRunner
 from .iter_loader import IterLoader
@@ -12,5 +13,7 @@ from .log_buffer import LogBuffer
 __all__ = [
     'BaseRunner', 'CheckpointError', 'EpochBasedRunner', 'IterBasedRunner', 'IterLoader',
     'LogBuffer', 'Preempted', 'build_dataset', 'build_runner', 'build_test_loader',
-    'find_latest_valid', 'load_checkpoint_file', 'save_checkpoint_file'
+    'find_latest_valid', 'get_state_dict', 'load_checkpoint', 'load_checkpoint_file',
+    'load_checkpoint_with_prefix', 'load_state_dict', 'save_checkpoint', 'save_checkpoint_file',
+    'weights_to_cpu'
 ]

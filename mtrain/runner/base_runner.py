@@ -12,61 +12,74 @@ add the loop. Use it from Python as in mmcv 1.x::
     runner.run([train_loader], [('train', 1)])
 """
 
+import logging
 import math
 import os
 import os.path as osp
 import signal
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 
 from ..hooks.hook import STAGES, Hook
 from ..hooks.optimizer import OptimizerHook
-from ..parallel import ModelWrapper
+from ..parallel import ModelWrapper, is_module_wrapper
 from ..processors import BasicBatchProcessor
 from .. import __version__
-from ..utils import Priority, get_dist_info, get_logger, get_priority
+from ..utils import get_dist_info, get_logger, get_priority
 from ..utils.dist import sum_by_key
-from .checkpoint import (CheckpointError, load_checkpoint_file, load_model_state,
+from .arguments import check_runner_arguments
+from .batch_function import BatchFunctionProcessor, is_mmcv_batch_function
+from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, load_checkpoint,
                          load_optimizer_state, model_state, optimizer_state,
                          save_checkpoint_file, update_latest_link, weights_to_cpu)
 from .checkpoint_writer import CheckpointWriter, snapshot
+from .hook_registration import HookRegistration
 from .iter_loader import saved_geometry
 from .log_buffer import LogBuffer
 from .preemption import StopSignals
 from .rng import get_rng_state, set_rng_state
-from .training_hooks import build_training_hooks
 
 
-class BaseRunner:
+class BaseRunner(HookRegistration):
     """Holds the run's state and calls hooks; subclasses implement ``run``.
 
+    The arguments, their order and their checks are mmcv 1.x's.
+
     Args:
-        model: the model; a plain ``nn.Module`` is wrapped in ``ModelWrapper``.
-        optimizer: a torch optimizer (None for evaluation-only runners).
-        batch_processor: what a step does with a batch (default
-            ``BasicBatchProcessor``).
+        model: the model; one that is not a model wrapper
+            (:func:`~mtrain.parallel.is_module_wrapper`) is wrapped in
+            ``ModelWrapper``. A model with its own ``train_step`` follows
+            mmcv's model contract (see :mod:`mtrain.parallel.batch_call`).
+        batch_processor: what a step does with a batch: an mtrain processor
+            object (default ``BasicBatchProcessor``), or mmcv's
+            ``batch_processor(model, data, train_mode, **kwargs)`` function
+            (see :mod:`.batch_function`).
+        optimizer: a torch optimizer, a dict of them (GAN-style: the model's
+            ``train_step`` steps each itself, ``optimizer_config=None``), or None.
         work_dir: where checkpoints and logs go (created on rank 0).
-        logger: a ``logging.Logger`` (default: the ``mtrain`` logger).
+        logger: a ``logging.Logger`` (default: the ``mtrain`` logger; mmcv
+            requires one).
         meta: extra information stored in checkpoints (config text, seed...).
-        max_epochs / max_iters: the run's length (give one).
+        max_iters / max_epochs: the run's length (give one at most).
     """
 
     default_ckpt_tmpl = 'epoch_{}.pth'
 
-    def __init__(self, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
-                 batch_processor: Any = None, work_dir: Optional[str] = None,
-                 logger=None, meta: Optional[Dict[str, Any]] = None,
-                 max_epochs: Optional[int] = None, max_iters: Optional[int] = None) -> None:
-        if max_epochs is not None and max_iters is not None:
-            raise ValueError('give the runner max_epochs or max_iters, not both')
-        for name, value in (('max_epochs', max_epochs), ('max_iters', max_iters)):
-            if value is not None and (not isinstance(value, int) or value <= 0):
-                raise ValueError(f'runner {name} must be a positive integer, got {value!r}')
-        self.model = model if hasattr(model, 'train_step') else ModelWrapper(model)
+    def __init__(self, model: nn.Module, batch_processor: Any = None,
+                 optimizer: Union[torch.optim.Optimizer, Dict[str, torch.optim.Optimizer],
+                                  None] = None,
+                 work_dir: Optional[str] = None, logger: Optional[logging.Logger] = None,
+                 meta: Optional[Dict[str, Any]] = None, max_iters: Optional[int] = None,
+                 max_epochs: Optional[int] = None) -> None:
+        check_runner_arguments(model, batch_processor, optimizer, work_dir, logger, meta,
+                               max_iters, max_epochs)
+        self.model = model if is_module_wrapper(model) else ModelWrapper(model)
         self.optimizer = optimizer
+        if is_mmcv_batch_function(batch_processor):
+            batch_processor = BatchFunctionProcessor(batch_processor)
         self.batch_processor = batch_processor or BasicBatchProcessor()
         self.rank, self.world_size = get_dist_info()
         self.work_dir = osp.abspath(work_dir) if work_dir else None
@@ -162,6 +175,11 @@ class BaseRunner:
             index -= 1
         self._hooks.insert(index, hook)
         if isinstance(hook, OptimizerHook):
+            if isinstance(self.optimizer, dict):
+                raise ValueError(
+                    f'{type(hook).__name__} steps one optimizer, but this runner has a dict of '
+                    f'optimizers ({", ".join(self.optimizer)}), which the model\'s train_step '
+                    'steps itself; set optimizer_config=None')
             self.optimizer_hook = hook
         self._stage_hooks = {s: [h for h in self._hooks if s in h.triggered_stages()]
                              for s in STAGES}
@@ -169,43 +187,19 @@ class BaseRunner:
         self._stage_calls = {s: tuple(h.method_for(s) for h in hooks)
                              for s, hooks in self._stage_hooks.items()}
 
-    def register_training_hooks(self, lr_config=None, optimizer_config=None,
-                                checkpoint_config=None, log_config=None,
-                                momentum_config=None, timer_config=dict(type='IterTimerHook'),
-                                custom_hooks_config=None) -> None:
-        """Register the standard hooks from their config dicts (mmcv 1.x order)."""
-        for hook, priority in build_training_hooks(
-                lr_config=lr_config, optimizer_config=optimizer_config,
-                checkpoint_config=checkpoint_config, log_config=log_config,
-                momentum_config=momentum_config, timer_config=timer_config,
-                custom_hooks_config=custom_hooks_config):
-            self.register_hook(hook, priority)
-
     def call_hook(self, stage: str) -> None:
         """Call every hook that acts at ``stage``, in priority order."""
         for method in self._stage_calls[stage]:
             method(self)
 
-    def get_hook_info(self) -> str:
-        """A table of which hooks run at which stage, for the log."""
-        lines = []
-        for stage in STAGES:
-            names = [f'({_priority_name(h.priority):<12}) {type(h).__name__}'
-                     for h in self._stage_hooks[stage]]
-            if names:
-                lines.append(f'{stage}:\n' + '\n'.join(names) + '\n' + '-' * 40)
-        return '\n'.join(lines)
+    def current_lr(self) -> Union[List[float], Dict[str, List[float]]]:
+        """Each param group's lr; ``{name: [...]}`` for a dict of optimizers (as mmcv)."""
+        return _per_optimizer(self.optimizer, 'lr', lambda g: g['lr'])
 
-    def current_lr(self) -> List[float]:
-        if self.optimizer is None:
-            raise RuntimeError('lr is not applicable because the runner has no optimizer')
-        return [group['lr'] for group in self.optimizer.param_groups]
-
-    def current_momentum(self) -> List[float]:
-        if self.optimizer is None:
-            raise RuntimeError('momentum is not applicable because the runner has no optimizer')
-        return [g['momentum'] if 'momentum' in g else g.get('betas', (0, ))[0]
-                for g in self.optimizer.param_groups]
+    def current_momentum(self) -> Union[List[float], Dict[str, List[float]]]:
+        """Each group's momentum (Adam's ``betas[0]``, else 0), per name for a dict of optimizers."""
+        return _per_optimizer(self.optimizer, 'momentum', lambda g: g['momentum'] if 'momentum'
+                              in g else g['betas'][0] if 'betas' in g else 0)
 
     # -- the steps shared by all loops ---------------------------------------
     def run_iter(self, data_batch: Any, train_mode: bool) -> None:
@@ -306,6 +300,8 @@ class BaseRunner:
         writer thread (see :mod:`.checkpoint_writer`); ``on_written(path)``
         runs once the file is whole (e.g. to remove older ones).
         """
+        if meta is not None and not isinstance(meta, dict):
+            raise TypeError(f'meta should be a dict or None, but got {type(meta)}')
         self.wait_for_checkpoint()  # one write at a time: latest.pth only moves forward
         if self.optim_step is not None:
             self.optim_step.gather_window()  # every rank's half-accumulated grads (collective)
@@ -365,31 +361,44 @@ class BaseRunner:
                 self._stop_signals.restore()
 
     def load_checkpoint(self, filename: str, map_location: Any = 'cpu', strict: bool = False,
+                        revise_keys: Sequence[Tuple[str, str]] = DEFAULT_REVISE_KEYS,
                         trusted: bool = False) -> Dict[str, Any]:
-        """Load model weights only (``load_from``); returns the checkpoint."""
-        ckpt = load_checkpoint_file(filename, map_location, trusted)
-        state = ckpt.get('state_dict', ckpt)
-        state = {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
-        result = load_model_state(self.model, state, strict)
-        if result.missing_keys or result.unexpected_keys:
-            self.logger.warning(f'load_from {filename}: missing keys {result.missing_keys}, '
-                                f'unexpected keys {result.unexpected_keys}')
+        """Load model weights only (``load_from``); returns the checkpoint.
+
+        Not strict (the default, for fine-tuning): every tensor that fits is
+        loaded; missing, unexpected and shape-mismatched keys are logged as
+        one warning. ``strict=True``: any of them is a :class:`CheckpointError`.
+        """
+        if map_location == 'default':
+            # mmcv's 'default' is the current GPU. The CPU ends the same: weights and optimizer
+            # state are copied to the parameters' device, and the RNG state must stay on the CPU.
+            map_location = 'cpu'
+        try:
+            ckpt = load_checkpoint(self.model, filename, map_location, strict, self.logger,
+                                   revise_keys, trusted)
+        except RuntimeError as e:
+            if isinstance(e, CheckpointError):
+                raise
+            raise CheckpointError(f'{filename} does not fit the model: {e}\nTo start from the '
+                                  'weights that fit, use load_from (not resume_from).') from e
         self.logger.info(f'load checkpoint from {filename}')
         return ckpt
 
     def resume(self, checkpoint: str, resume_optimizer: bool = True,
-               map_location: Any = 'cpu', trusted: bool = False) -> None:
-        """Continue a run exactly where ``checkpoint`` left it."""
+               map_location: Any = 'default', trusted: bool = False) -> None:
+        """Continue a run exactly where ``checkpoint`` left it (the model must fit it exactly).
+
+        A checkpoint written by mmcv 1.x (no ``progress``) resumes from its
+        ``meta['epoch']`` / ``meta['iter']`` at the start of that epoch.
+        """
         ckpt = self.load_checkpoint(checkpoint, map_location, strict=True, trusted=trusted)
-        if 'progress' not in ckpt:
-            raise CheckpointError(f'{checkpoint} has no run progress (was it written by '
-                                  'mtrain?); use --load-from to start from its weights')
-        progress = ckpt['progress']
+        progress = ckpt.get('progress') or _mmcv_progress(ckpt, checkpoint)
         self._epoch, self._iter = progress['epoch'], progress['iter']
         self._start_inner_iter = progress['inner_iter']
         self._resume_point = (progress['epoch'], progress['inner_iter'], progress['iter'])
         self.num_updates = progress['num_updates']
         self._resume_geometry = saved_geometry(progress, self.world_size, self.logger)
+        self.meta.setdefault('hook_msgs', {}).update(ckpt.get('meta', {}).get('hook_msgs', {}))
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
             load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])
         states = dict(self._named_hooks())
@@ -431,6 +440,18 @@ def _model_device(model: nn.Module) -> torch.device:
     return torch.device('cpu')
 
 
-def _priority_name(value: int) -> str:
-    names = {p.value: p.name for p in Priority}
-    return names.get(value, str(value))
+def _mmcv_progress(ckpt: Dict[str, Any], path: str) -> Dict[str, int]:
+    """Where an mmcv 1.x checkpoint (``meta`` epoch/iter, no ``progress``) resumes."""
+    meta = ckpt.get('meta') or {}
+    if 'epoch' not in meta or 'iter' not in meta:
+        raise CheckpointError(f'{path} has no run progress (no meta epoch/iter); use '
+                              '--load-from to start from its weights')
+    return dict(epoch=meta['epoch'], iter=meta['iter'], inner_iter=0, num_updates=meta['iter'])
+
+
+def _per_optimizer(optimizer: Any, what: str, value: Callable) -> Any:
+    if optimizer is None:
+        raise RuntimeError(f'{what} is not applicable because the runner has no optimizer')
+    if isinstance(optimizer, dict):
+        return {name: [value(g) for g in optim.param_groups] for name, optim in optimizer.items()}
+    return [value(g) for g in optimizer.param_groups]

@@ -38,6 +38,9 @@ def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = No
     _compile(model, cfg.get('compile'))
     model = _wrap(model, cfg, distributed)
     optimizer = build_optimizer(model, _required(cfg, 'optimizer'))
+    if isinstance(optimizer, dict) and cfg.get('optimizer_config', {}) is not None:
+        raise ConfigError("a dict of optimizers is stepped by the model's own train_step; set "
+                          'optimizer_config=None', key='optimizer_config')
     workflow = _workflow(cfg)
     data_loaders = [_loader(cfg, 'train' if mode == 'train' else 'val', seed) for mode, _ in workflow]
     processor = _batch_processor(cfg)

@@ -24,6 +24,7 @@ class IterBasedRunner(BaseRunner):
     """
 
     default_ckpt_tmpl = 'iter_{}.pth'
+    hooks_by_epoch = False  # register_training_hooks: by_epoch=False defaults, as mmcv
 
     def register_training_hooks(self, lr_config=None, optimizer_config=None,
                                 checkpoint_config=None, log_config=None,

@@ -21,8 +21,8 @@ from ..utils.errors import ConfigError
 def build_training_hooks(lr_config=None, optimizer_config=None, checkpoint_config=None,
                          log_config=None, momentum_config=None,
                          timer_config=dict(type='IterTimerHook'),
-                         custom_hooks_config=None) -> List[Tuple[Hook, Any]]:
-    """The standard hooks, in mmcv 1.x's registration order."""
+                         custom_hooks_config=None, profiler_config=None) -> List[Tuple[Hook, Any]]:
+    """The standard hooks, in mmcv 1.x's registration order (profiler_config: ProfilerHook)."""
     hooks: List[Tuple[Hook, Any]] = []
     if lr_config is not None:
         hooks.append((_policy_hook(lr_config, 'LrUpdaterHook', 'lr_config'), 'VERY_HIGH'))
@@ -39,6 +39,8 @@ def build_training_hooks(lr_config=None, optimizer_config=None, checkpoint_confi
     if log_config is not None:
         hooks.extend((hook, 'VERY_LOW') for hook in _logger_hooks(log_config))
     hooks.extend(build_custom_hooks(custom_hooks_config))
+    if profiler_config is not None:
+        hooks.append((_hook(profiler_config, 'ProfilerHook', 'profiler_config'), None))
     return hooks
 
 
@@ -122,8 +124,11 @@ def _hook_with_default(cfg: Dict[str, Any], key: str, default_args: Dict[str, An
     return build(dict(copy.deepcopy(cfg)), HOOKS, key, default_args=default_args)
 
 
-def build_custom_hooks(custom_hooks_config: Optional[List[Dict[str, Any]]]) -> List[Tuple[Hook, Any]]:
-    """``custom_hooks=[dict(type=..., priority=...)]``; ``priority`` is popped and honoured."""
+def build_custom_hooks(custom_hooks_config: Any) -> List[Tuple[Hook, Any]]:
+    """``custom_hooks=[dict(type=..., priority=...)]`` (or one dict or hook, as in mmcv);
+    ``priority`` is popped and honoured."""
+    if isinstance(custom_hooks_config, (dict, Hook)):
+        custom_hooks_config = [custom_hooks_config]
     hooks = []
     for i, item in enumerate(custom_hooks_config or []):
         if isinstance(item, Hook):

@@ -138,3 +138,28 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     holder = [obj]
     dist.broadcast_object_list(holder, src=src)
     return holder[0]
+
+
+def allreduce_grads(params: List[torch.nn.Parameter], coalesce: bool = True,
+                    bucket_size_mb: int = -1) -> None:
+    """Average the gradients of ``params`` over ranks in place (mmcv's ``allreduce_grads``).
+
+    For code that reduces by hand (a model stepping its own optimizers under
+    one process per GPU without DDP). ``coalesce`` / ``bucket_size_mb`` are
+    accepted for mmcv's signature; each gradient is one all-reduce.
+    """
+    _allreduce_mean([p.grad for p in params if p.requires_grad and p.grad is not None])
+
+
+def allreduce_params(params: List[torch.Tensor], coalesce: bool = True,
+                     bucket_size_mb: int = -1) -> None:
+    """Average ``params`` (parameters or buffers) over ranks in place (mmcv's ``allreduce_params``)."""
+    _allreduce_mean([p.data for p in params])
+
+
+def _allreduce_mean(tensors: List[torch.Tensor]) -> None:
+    world_size = get_dist_info()[1]
+    if world_size == 1:
+        return
+    for tensor in tensors:
+        dist.all_reduce(tensor.div_(world_size))

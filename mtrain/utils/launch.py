@@ -52,8 +52,10 @@ def init_dist(launcher: str, backend: Optional[str] = None, port: Optional[int] 
         backend: ``'nccl'`` or ``'gloo'``; default NCCL when CUDA is
             available, else gloo. ``'nccl'`` on a machine without CUDA falls
             back to gloo with a warning, so mmcv-era configs run on the CPU.
-        port: the master port when the environment does not give one
-            (Slurm; default 29500).
+        port: Slurm's master port: it wins over ``MASTER_PORT`` (as in
+            mmcv), which wins over the default 29500. Under torchrun the
+            port is torchrun's (its rendezvous already uses it); ``port``
+            only fills a missing ``MASTER_PORT``.
         timeout: seconds a collective may wait before it fails (torch's
             default when None).
         watch_failures: stop this process when another rank reports a failure.
@@ -104,7 +106,8 @@ def slurm_env(environ: Mapping[str, str], port: Optional[int] = None) -> Dict[st
     """torchrun's variables computed from the ``SLURM_*`` ones of an ``srun`` task.
 
     The master is the first host of ``SLURM_NODELIST`` unless ``MASTER_ADDR`` is
-    set; the port is ``MASTER_PORT``, else ``port``, else 29500.
+    set; the port is ``port`` when given (``dist_params.port``, as mmcv's
+    ``_init_dist_slurm``), else ``MASTER_PORT``, else 29500.
     """
     missing = [k for k in ('SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_NODELIST') if k not in environ]
     if missing:
@@ -117,7 +120,7 @@ def slurm_env(environ: Mapping[str, str], port: Optional[int] = None) -> Dict[st
     local_rank = environ.get('SLURM_LOCALID', str(rank % gpus if gpus else 0))
     return {'RANK': str(rank), 'WORLD_SIZE': environ['SLURM_NTASKS'], 'LOCAL_RANK': local_rank,
             'MASTER_ADDR': environ.get('MASTER_ADDR') or first_host(environ['SLURM_NODELIST']),
-            'MASTER_PORT': environ.get('MASTER_PORT', str(port or 29500))}
+            'MASTER_PORT': str(port) if port is not None else environ.get('MASTER_PORT', '29500')}
 
 
 def first_host(nodelist: str) -> str:

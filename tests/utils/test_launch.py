@@ -18,9 +18,10 @@ def test_slurm_env_maps_to_torchrun_variables():
                    SLURM_NODELIST='gpu[12-19]')
     assert slurm_env(environ, port=28000) == dict(
         RANK='5', WORLD_SIZE='16', LOCAL_RANK='1', MASTER_ADDR='gpu12', MASTER_PORT='28000')
-    environ.update(MASTER_ADDR='10.0.0.2', MASTER_PORT='29999')  # set by the user: kept
+    environ.update(MASTER_ADDR='10.0.0.2', MASTER_PORT='29999')  # set by the user
     env = slurm_env(environ, port=28000)
-    assert (env['MASTER_ADDR'], env['MASTER_PORT']) == ('10.0.0.2', '29999')
+    assert (env['MASTER_ADDR'], env['MASTER_PORT']) == ('10.0.0.2', '28000')  # port wins (mmcv)
+    assert slurm_env(environ, port=None)['MASTER_PORT'] == '29999'  # then the environment
     assert slurm_env(dict(environ, MASTER_PORT=''), None)['MASTER_PORT'] == ''
 
 

@@ -90,7 +90,9 @@ class LoggerHook(Hook):
         line = OrderedDict(mode=self.get_mode(runner), epoch=self.get_epoch(runner),
                            iter=cur_iter)
         if runner.optimizer is not None:
-            line['lr'] = runner.current_lr()[0]
+            lrs = runner.current_lr()  # {name: [...]} for a dict of optimizers, as in mmcv
+            line['lr'] = ({k: v[0] for k, v in lrs.items()} if isinstance(lrs, dict)
+                          else lrs[0])
         if 'time' in output and torch.cuda.is_available() and runner.device.type == 'cuda':
             line['memory'] = int(torch.cuda.max_memory_allocated(runner.device) / 2**20)
         line.update(output)

@@ -73,7 +73,9 @@ class TextLoggerHook(LoggerHook):
                 text = f'Epoch [{line["epoch"]}][{line["iter"]}/{len(runner.data_loader)}]\t'
             else:
                 text = f'Iter [{line["iter"]}/{runner.max_iters}]\t'
-            if 'lr' in line:
+            if isinstance(line.get('lr'), dict):
+                text += ' '.join(f'lr_{k}: {v:.3e}' for k, v in line['lr'].items()) + ', '
+            elif 'lr' in line:
                 text += f'lr: {line["lr"]:.3e}, '
             if 'time' in line:
                 text += self._timing(line, runner)

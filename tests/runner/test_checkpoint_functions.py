@@ -1,0 +1,102 @@
+"""mmcv 1.x's checkpoint functions, with mtrain's safe (weights_only) loading.
+
+As mmcv: ``save_checkpoint`` writes ``{'meta', 'state_dict', 'optimizer'}``
+with wrappers left out of the keys; a non-strict load takes every tensor
+that fits and reports missing / unexpected / shape-mismatched keys once;
+``revise_keys`` rewrite names; ``prefix`` picks one submodule's weights.
+"""
+
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+from mtrain.parallel import ModelWrapper
+from mtrain.runner import CheckpointError
+from mtrain.runner.checkpoint import (get_state_dict, load_checkpoint,
+                                      load_checkpoint_with_prefix, load_state_dict,
+                                      save_checkpoint, weights_to_cpu)
+
+
+class Net(nn.Module):
+    def __init__(self, num_classes: int = 3) -> None:
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8))
+        self.head = nn.Linear(8, num_classes)
+        self.CLASSES = ('a', 'b', 'c')[:num_classes]
+
+    def forward(self, x):
+        return self.head(self.backbone(x))
+
+
+def test_save_then_load_round_trip_with_optimizers_and_wrappers(tmp_path):
+    model = Net()
+    optimizers = {'all': torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)}
+    model(torch.randn(4, 4)).sum().backward()
+    optimizers['all'].step()
+    path = str(tmp_path / 'm.pth')
+    save_checkpoint(ModelWrapper(model), path, optimizer=optimizers, meta=dict(epoch=3))
+    ckpt = torch.load(path, weights_only=True)
+    assert ckpt['meta']['epoch'] == 3 and tuple(ckpt['meta']['CLASSES']) == ('a', 'b', 'c')
+    assert 'time' in ckpt['meta'] and set(ckpt['optimizer']) == {'all'}
+    assert list(ckpt['state_dict']) == list(model.state_dict())  # no 'module.' prefix
+    fresh = Net()
+    loaded = load_checkpoint(fresh, path, map_location='cpu', strict=True)
+    assert loaded['meta']['epoch'] == 3
+    for k, v in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[k], v)
+    with pytest.raises(TypeError, match='meta must be a dict or None'):
+        save_checkpoint(model, path, meta=[1])
+
+
+def test_get_state_dict_drops_nested_wrappers_and_weights_to_cpu_keeps_metadata():
+    outer = nn.Sequential(ModelWrapper(Net()))
+    keys = list(get_state_dict(outer))
+    assert keys[0] == '0.backbone.0.weight' and not any('module' in k for k in keys)
+    cpu = weights_to_cpu(get_state_dict(outer))
+    assert cpu._metadata['0.backbone.1']['version'] == nn.BatchNorm1d._version
+
+
+def test_fine_tuning_load_takes_what_fits_and_reports_the_rest(tmp_path, caplog):
+    source = Net(num_classes=3)
+    path = str(tmp_path / 'src.pth')
+    state = dict(source.state_dict(), extra=torch.zeros(1))
+    del state['backbone.1.running_var'], state['backbone.1.num_batches_tracked']
+    torch.save({'state_dict': {f'module.{k}': v for k, v in state.items()}}, path)
+    target = Net(num_classes=2)
+    logger = logging.getLogger('mtrain.test.ckpt')
+    with caplog.at_level(logging.WARNING, logger='mtrain.test.ckpt'):
+        load_checkpoint(target, path, logger=logger)  # module. stripped by default
+    assert torch.equal(target.backbone[0].weight, source.backbone[0].weight)
+    assert not torch.equal(target.head.bias[:2], source.head.bias[:2])  # not loaded
+    message = caplog.records[-1].getMessage()
+    assert message.startswith('The model and loaded state dict do not match exactly')
+    assert 'head.weight: checkpoint (3, 8), model (2, 8)' in message
+    assert 'unexpected key in source state_dict: extra' in message
+    # num_batches_tracked is never reported missing (as mmcv)
+    assert message.endswith('missing keys in source state_dict: backbone.1.running_var')
+    with pytest.raises(RuntimeError, match='head.bias: checkpoint \\(3,\\), model \\(2,\\)'):
+        load_state_dict(Net(num_classes=2), source.state_dict(), strict=True)
+
+
+def test_revise_keys_and_prefix(tmp_path):
+    source = Net()
+    path = str(tmp_path / 'det.pth')
+    torch.save({'state_dict': source.state_dict()}, path)
+    backbone = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8))
+    weights = load_checkpoint_with_prefix('backbone', path)
+    backbone.load_state_dict(weights)
+    assert torch.equal(backbone[0].weight, source.backbone[0].weight)
+    other = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8))
+    load_checkpoint(other, path, revise_keys=[(r'^backbone\.', '')])  # head.*: unexpected
+    assert torch.equal(other[1].running_mean, source.backbone[1].running_mean)
+    with pytest.raises(CheckpointError, match="no weights under the prefix 'neck.'"):
+        load_checkpoint_with_prefix('neck.', path)
+
+
+def test_loading_stays_safe(tmp_path):
+    path = tmp_path / 'evil.pth'
+    torch.save({'state_dict': {}, 'obj': CheckpointError('a pickled object')}, path)
+    with pytest.raises(CheckpointError, match='refused: loading it could run code'):
+        load_checkpoint(Net(), str(path))
