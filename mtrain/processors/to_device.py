@@ -10,8 +10,10 @@ def to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, torch.Tensor):
         # Comparing devices costs a quarter of a no-op ``.to()`` call (CPU runs, GPU datasets).
         return batch if batch.device == device else batch.to(device, non_blocking=True)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, dict):  # the usual batch: a dict of tensors, one call for it all
+        return {k: (v if v.device == device else v.to(device, non_blocking=True))
+                if isinstance(v, torch.Tensor) else to_device(v, device)
+                for k, v in batch.items()}
     if isinstance(batch, tuple) and hasattr(batch, '_fields'):  # namedtuple
         return type(batch)(*(to_device(v, device) for v in batch))
     if isinstance(batch, (list, tuple)):
@@ -27,7 +29,7 @@ def batch_size(batch: Any) -> int:
 
 def _leading_dim(batch: Any):
     if isinstance(batch, torch.Tensor):
-        return len(batch) if batch.dim() else 1
+        return batch.shape[0] if batch.dim() else 1  # (len() goes through Python code)
     if isinstance(batch, dict):
         batch = list(batch.values())
     if isinstance(batch, (list, tuple)):

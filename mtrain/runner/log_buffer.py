@@ -11,11 +11,13 @@ once averaged, and a key that nobody averages is folded into one entry every
 
 import math
 import operator
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Callable, Dict, List, Tuple, Union
 
 import torch
 
 Number = Union[int, float, torch.Tensor]
+#: ``source() -> {key: (sum, count)}`` since its last call (then it starts again).
+Source = Callable[[], Dict[str, Tuple[float, int]]]
 
 
 class LogBuffer:
@@ -30,8 +32,18 @@ class LogBuffer:
     def __init__(self) -> None:
         self._values: Dict[str, List[Number]] = {}
         self._counts: Dict[str, List[int]] = {}
+        self._sources: List[Source] = []
         self.output: Dict[str, Any] = {}
         self.ready = False
+
+    def add_source(self, source: Source) -> None:
+        """Poll ``source`` for host sums at every average (and drop them at ``clear``).
+
+        For values known on the host every iteration (timings): the producer
+        adds them to its own running sums, one float addition, instead of
+        calling :meth:`update` per iteration.
+        """
+        self._sources.append(source)
 
     def update(self, values: Dict[str, Number], count: int = 1) -> None:
         """Record ``values`` (tensors or numbers), each weighted by ``count``."""
@@ -88,10 +100,13 @@ class LogBuffer:
                 :func:`mtrain.utils.dist.sum_by_key`, one collective for all keys).
         """
         keys = list(self._values)
-        if not keys:  # already averaged (every rank logs each iteration, so all ranks agree)
+        sourced = [source() for source in self._sources]
+        if not keys and not any(sourced):  # already averaged (all ranks agree: they all log)
             return
         values = self._read_back(keys)
         totals = {}
+        for sums in sourced:
+            totals.update(sums)
         for key in keys:
             weights = self._counts[key]
             if weights.count(weights[0]) == len(weights):  # the usual case: a fixed batch size
@@ -126,6 +141,8 @@ class LogBuffer:
     def clear(self) -> None:
         self._values.clear()
         self._counts.clear()
+        for source in self._sources:
+            source()  # its sums since the last average are dropped too
         self.clear_output()
 
     def clear_output(self) -> None:

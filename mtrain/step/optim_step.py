@@ -27,13 +27,16 @@ from ..utils.autograd import log_unused_parameters
 from .amp import parse_dtype, parse_loss_scale
 
 
-@dataclass
+@dataclass(frozen=True)
 class UpdateResult:
     """What :meth:`OptimStep.update` did."""
 
     stepped: bool  #: the optimizer applied the update
     grad_norm: Optional[torch.Tensor] = None  #: total norm before clipping (with grad_clip)
     skipped_because: Optional[str] = None  #: why the update was skipped
+
+
+_STEPPED = UpdateResult(True)  # the common result, made once
 
 
 class OptimStep:
@@ -148,9 +151,8 @@ class OptimStep:
             finite = torch.isfinite(loss.detach())
             self._window_finite = (finite if self._window_finite is None
                                    else self._window_finite & finite)
-        divisor = self.loss_divisor(iteration)
-        if divisor != 1:
-            loss = loss / divisor
+        if self.cumulative_iters != 1:
+            loss = loss / self.loss_divisor(iteration)
         if self.scaler is not None:
             loss = self.scaler.scale(loss)
         loss.backward()
@@ -177,7 +179,7 @@ class OptimStep:
             stepped = self._stepped
         self.optimizer.zero_grad(set_to_none=True)
         if stepped:
-            return UpdateResult(True, grad_norm)
+            return _STEPPED if grad_norm is None else UpdateResult(True, grad_norm)
         self.skipped_overflow += 1
         return UpdateResult(False, None, 'inf/NaN gradients')  # an overflowed norm is inf
 
