@@ -13,6 +13,7 @@ from .lr_updater import *  # noqa: F401,F403  (every LR policy, by mmcv name)
 from .momentum_updater import *  # noqa: F401,F403
 from .nan_guard import NanGuardHook, NonFiniteLossError
 from .optimizer import GradientCumulativeOptimizerHook, OptimizerHook
+from .param_scheduler import ParamSchedulerHook
 from .profiler import ProfilerHook
 from .sampler_seed import DistSamplerSeedHook
 from .torch_lr import TorchLrUpdaterHook
@@ -21,6 +22,6 @@ __all__ = [
     'STAGES', 'CheckpointHook', 'DistSamplerSeedHook', 'EarlyStoppingHook', 'EMAHook',
     'EvalHook', 'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook',
     'GradientCumulativeOptimizerHook', 'Hook', 'IterTimerHook', 'LoggerHook',
-    'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'ProfilerHook', 'ProgressBarHook',
+    'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'ParamSchedulerHook', 'ProfilerHook', 'ProgressBarHook',
     'TensorboardLoggerHook', 'TextLoggerHook', 'TorchLrUpdaterHook'
 ] + lr_updater.__all__ + momentum_updater.__all__
