@@ -3,7 +3,8 @@
 mtrain trains mmengine-schema configs with mmengine's own scheduler classes
 (``mmengine.optim.scheduler``), stepped the way mmengine's loops step them:
 by-iteration schedulers after every training iteration, by-epoch ones after
-every training epoch, both after the optimizer step. ``tools/train.py``
+every training epoch, both after the optimizer step (here: caught up before the
+next iteration, which gives the same values). ``tools/train.py``
 registers this hook for a config's ``param_scheduler``::
 
     param_scheduler = [
@@ -42,7 +43,7 @@ class ParamSchedulerHook(Hook):
         param_scheduler: a scheduler dict or a list of them, mmengine's schema.
     """
 
-    priority = 'LOW'  # after the optimizer step, as mmengine's ParamSchedulerHook
+    priority = 'LOW'  # mmengine's ParamSchedulerHook's; after mtrain's own LR hooks
 
     def __init__(self, param_scheduler: Any) -> None:
         items = [param_scheduler] if isinstance(param_scheduler, dict) else param_scheduler
@@ -55,22 +56,21 @@ class ParamSchedulerHook(Hook):
                                   f"schedulers: {', '.join(known)}.",
                                   key=f'param_scheduler.{i}.type')
         self.schedulers: Optional[List[Any]] = None
-        self._saved: Optional[List[Dict[str, Any]]] = None
+        self.steps: List[int] = []  # steps taken by each scheduler since step 0
+        self._saved: Optional[Dict[str, Any]] = None
 
     def before_train_iter(self, runner) -> None:
         if self.schedulers is None:
             self.schedulers = self._build(runner)
-
-    def after_train_iter(self, runner) -> None:
-        self._step(by_epoch=False)
-
-    def after_train_epoch(self, runner) -> None:
-        self._step(by_epoch=True)
-
-    def _step(self, by_epoch: bool) -> None:
-        for scheduler in self.schedulers or ():
-            if scheduler.by_epoch == by_epoch:
-                scheduler.step()
+        # mmengine steps after each iteration (by-iteration ones first) and after each
+        # epoch; stepping up to the current position here gives the same values, lets
+        # the logger report the lr this iteration uses, and makes a resume catch up.
+        epoch = runner.epoch if runner.max_epochs else 0  # mmengine's iteration loop
+        for by_epoch, target in ((False, runner.iter), (True, epoch)):  # never ends an epoch
+            for i, scheduler in enumerate(self.schedulers):
+                while scheduler.by_epoch == by_epoch and self.steps[i] < target:
+                    scheduler.step()
+                    self.steps[i] += 1
 
     def _build(self, runner) -> List[Any]:
         """mmengine's ``Runner.build_param_scheduler`` for one optimizer."""
@@ -93,17 +93,18 @@ class ParamSchedulerHook(Hook):
         if self._saved is not None:  # resumed: the optimizer already holds the right values
             for group, values in zip(runner.optimizer.param_groups, groups):
                 group.update(values)
-            for scheduler, state in zip(schedulers, self._saved):
+            for scheduler, state in zip(schedulers, self._saved['schedulers']):
                 scheduler.load_state_dict(state)
+        self.steps = list(self._saved['steps']) if self._saved else [0] * len(schedulers)
         return schedulers
 
     def state_dict(self) -> Dict[str, Any]:
         if self.schedulers is None:
-            return dict(schedulers=self._saved or [])
+            return dict(self._saved or dict(schedulers=[], steps=[]))
         # Without the bound annealing functions (OneCycle's): a checkpoint holds plain data.
         return dict(schedulers=[{k: v for k, v in s.state_dict().items() if not callable(v)}
-                                for s in self.schedulers])
+                                for s in self.schedulers], steps=list(self.steps))
 
     def load_state_dict(self, state: Dict[str, Sequence[Dict[str, Any]]]) -> None:
-        self._saved = [dict(s) for s in state.get('schedulers', [])] or None
+        self._saved = dict(state) if state.get('schedulers') else None
         self.schedulers = None
