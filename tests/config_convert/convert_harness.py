@@ -127,13 +127,16 @@ class _one_thread:
         torch.set_num_threads(self.threads)
 
 
-def run_mtrain(runtime: Dict[str, Any], work_dir: str) -> Trace:
-    """mtrain on an mmcv 1.x (or, converted in memory, an mmengine) runtime section."""
+def run_mtrain(runtime: Dict[str, Any], work_dir: str, **overrides: Any) -> Trace:
+    """mtrain on an mmcv 1.x (or, converted in memory, an mmengine) runtime section.
+
+    ``overrides`` are mtrain (mmcv 1.x) keys set last, e.g. ``resume_from``.
+    """
     with _one_thread():
-        return _run_mtrain(runtime, work_dir)
+        return _run_mtrain(runtime, work_dir, overrides)
 
 
-def _run_mtrain(runtime: Dict[str, Any], work_dir: str) -> Trace:
+def _run_mtrain(runtime: Dict[str, Any], work_dir: str, overrides: Dict[str, Any]) -> Trace:
     cfg = copy.deepcopy(runtime)
     if 'optim_wrapper' in cfg:  # mmengine schema: what tools/train.py does at load time
         cfg['train_dataloader'] = dict(batch_size=8, num_workers=0, dataset=dict(
@@ -143,6 +146,7 @@ def _run_mtrain(runtime: Dict[str, Any], work_dir: str) -> Trace:
         cfg.update(copy.deepcopy(_TOY))
     cfg.setdefault('log_config', None)
     cfg.update(checkpoint_config=None, nan_policy=None, device='cpu')
+    cfg.update(overrides)
     cfg = Config(cfg)
     check_config(cfg)
     runner, loaders, workflow = build_runner(cfg, work_dir, logging.getLogger('mtrain.cvtest'),
