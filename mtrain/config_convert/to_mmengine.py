@@ -18,6 +18,7 @@ _LOADER_KEYS = {'samples_per_gpu': 'batch_size', 'workers_per_gpu': 'num_workers
                 'prefetch_factor': 'prefetch_factor', 'drop_last': 'drop_last'}
 _MTRAIN_ONLY = ('batch_processor', 'nan_policy', 'device', 'channels_last')
 _DROPPED = ('gpu_ids', 'gpu_id', 'filename', 'total_epochs')
+_ENV_KEYS = ('cudnn_benchmark', 'dist_params', 'mp_start_method', 'opencv_num_threads')
 _SAME = ('model', 'work_dir', 'log_level', 'auto_scale_lr', 'custom_imports', 'compile',
          'find_unused_parameters', 'sync_bn', 'load_from')
 
@@ -268,7 +269,7 @@ def _environment(src: Dict[str, Any], out: Dict[str, Any], report: ConversionRep
     if randomness:
         out['randomness'] = randomness
         report.exact(', '.join(randomness), 'randomness')
-    env = {}
+    env, sources = {}, [k for k in _ENV_KEYS if k in src]
     if 'cudnn_benchmark' in src:
         env['cudnn_benchmark'] = src.pop('cudnn_benchmark')
     if 'dist_params' in src:
@@ -278,7 +279,7 @@ def _environment(src: Dict[str, Any], out: Dict[str, Any], report: ConversionRep
         env['mp_cfg'] = mp
     if env:
         out['env_cfg'] = env
-        report.exact('cudnn_benchmark, dist_params, mp_start_method', 'env_cfg')
+        report.exact(', '.join(sources), 'env_cfg')
     if src.get('resume_from') is not None:
         out['load_from'], out['resume'] = src['resume_from'], True
         report.exact('resume_from', 'load_from + resume=True')

@@ -38,16 +38,16 @@ def test_lossy_conversion_exits_nonzero_unless_allowed(tool, tmp_path, capsys):
 def test_train_tool_runs_an_mmengine_config(train_tool, repo_root, tmp_path):
     config = os.path.join(repo_root, 'configs', 'digits', 'lenet_digits_mmengine.py')
     assert train_tool.main([config, '--work-dir', str(tmp_path), '--cfg-options',
-                            'train_cfg.max_epochs=2', 'param_scheduler.1.end=2',
-                            'param_scheduler.1.T_max=2']) == 0
+                            'train_cfg.max_epochs=1', 'param_scheduler.1.end=1',
+                            'param_scheduler.1.T_max=1']) == 0
     records = _records(tmp_path)
     train = [r for r in records if r.get('mode') == 'train']
     val = [r for r in records if r.get('mode') == 'val']
     # LinearLR(start_factor=0.1, end=21) at iteration 10: 0.1 * (0.1 + 0.9 * 9 / 20)
     assert abs(train[0]['lr'] - 0.1 * (0.1 + 0.9 * 9 / 20)) < 1e-9
-    assert len(val) == 2 and val[-1]['accuracy'] > 0.5
+    assert len(val) == 1 and val[-1]['accuracy'] > 0.3  # chance: 0.1
     ckpt = torch.load(tmp_path / 'latest.pth', weights_only=True)
-    assert ckpt['meta']['epoch'] == 2
+    assert ckpt['meta']['epoch'] == 1
 
 
 def test_train_tool_names_an_unsupported_mmengine_key(train_tool, tmp_path, capsys):
