@@ -129,7 +129,8 @@ def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -
     hook.pop('grad_clip', None)
     fp16 = src.pop('fp16', None)
     if kind.endswith('Fp16OptimizerHook'):  # fp16 arguments given in optimizer_config itself
-        fp16 = {**(fp16 or {}), **{k: hook.pop(k) for k in list(hook) if k != 'detect_anomalous_params'}}
+        moved = [k for k in hook if k != 'detect_anomalous_params']
+        fp16 = {**(fp16 or {}), **{k: hook.pop(k) for k in moved}}
     if fp16 is not None:
         _amp(dict(fp16), wrapper, report)
     for key in hook:
@@ -224,7 +225,8 @@ def _hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -
             if key in ckpt:
                 report.lossy(f'checkpoint_config.{key}', '(dropped)', 'mtrain-only option')
                 ckpt.pop(key)
-        hooks['checkpoint'] = dict(type='CheckpointHook', **ckpt, **out.pop('_checkpoint_extra', {}))
+        ckpt.update(out.pop('_checkpoint_extra', {}))
+        hooks['checkpoint'] = dict(type='CheckpointHook', **ckpt)
         report.exact('checkpoint_config', 'default_hooks.checkpoint')
     log = src.pop('log_config', None)
     if log is not None:

@@ -158,7 +158,7 @@ def _run_mtrain(runtime: Dict[str, Any], work_dir: str, overrides: Dict[str, Any
 
 
 def run_mmengine(runtime: Dict[str, Any], work_dir: str) -> Trace:
-    """mmengine's Runner on an mmengine runtime section (optim_wrapper, param_scheduler, train_cfg)."""
+    """mmengine's Runner on ``optim_wrapper``, ``param_scheduler`` and ``train_cfg``."""
     with _one_thread():
         return _run_mmengine(runtime, work_dir)
 
