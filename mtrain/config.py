@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from mmengine.config import Config, DictAction
 
+from .config_convert import detect_schema, for_training
 from .utils.errors import ConfigError, did_you_mean
 
 #: Keys mtrain reads (mmcv 1.x's runtime schema plus mtrain's own).
@@ -69,8 +70,19 @@ def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Conf
         apply_cfg_options(cfg, cfg_options, path)
         if 'data_root' in cfg_options:
             rebase_data_root(cfg.get('data'), old_root, cfg.get('data_root'))
+    cfg = _to_mtrain_schema(cfg, path)
     check_config(cfg, path)
     return cfg
+
+
+def _to_mtrain_schema(cfg: Config, path: str) -> Config:
+    """An mmengine-schema config, read into mtrain's (mmcv 1.x) schema in memory."""
+    try:
+        if detect_schema(cfg) == 'mmcv':
+            return cfg
+        return Config(for_training(cfg.to_dict()), filename=cfg.filename)
+    except ConfigError as e:
+        raise e.with_file(path)
 
 
 def check_bases(path: str, chain: Tuple[str, ...] = ()) -> None:

@@ -11,6 +11,7 @@ from .iter_timer import IterTimerHook
 from .logger import LoggerHook, ProgressBarHook, TensorboardLoggerHook, TextLoggerHook
 from .nan_guard import NanGuardHook, NonFiniteLossError
 from .optimizer import GradientCumulativeOptimizerHook, OptimizerHook
+from .param_scheduler import ParamSchedulerHook
 from .profiler import ProfilerHook
 from .sampler_seed import DistSamplerSeedHook
 from .schedules import *  # noqa: F401,F403  (every LR / momentum policy, by mmcv name)
@@ -19,6 +20,6 @@ __all__ = [
     'STAGES', 'CheckpointHook', 'DistSamplerSeedHook', 'EarlyStoppingHook', 'EMAHook',
     'EvalHook', 'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook',
     'GradientCumulativeOptimizerHook', 'Hook', 'IterTimerHook', 'LoggerHook',
-    'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'ProfilerHook', 'ProgressBarHook',
-    'TensorboardLoggerHook', 'TextLoggerHook'
+    'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'ParamSchedulerHook', 'ProfilerHook',
+    'ProgressBarHook', 'TensorboardLoggerHook', 'TextLoggerHook'
 ] + schedules.__all__

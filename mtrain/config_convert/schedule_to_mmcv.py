@@ -1,0 +1,189 @@
+"""mmengine ``param_scheduler`` → mmcv 1.x ``lr_config``/``momentum_config``.
+
+mmcv expresses one policy over the whole run plus an optional warmup, so a
+chain converts exactly when it is ``[warmup] + [one scheduler from step 0 to the
+end of the run]``: a ``LinearLR``/``ConstantLR`` by iteration from step 0 is the
+warmup (``warmup_iters = end - 1``), the rest maps by :data:`_LR_POLICY`. Any
+other ``begin``/``end`` chain is reported lossy (the nearest policy is still
+written, for ``--allow-lossy``). See ``schedule_to_mmengine`` for why some
+values shift by one.
+"""
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from .report import ConversionReport
+
+Loop = Tuple[bool, int]
+
+_INF_LIKE = 10**12
+
+
+def split_schedulers(schedulers: Any) -> Tuple[List[dict], List[dict]]:
+    """``(lr schedulers, momentum schedulers)`` of a ``param_scheduler`` value."""
+    items = [schedulers] if isinstance(schedulers, dict) else list(schedulers or [])
+    lr = [dict(s) for s in items if 'Momentum' not in s.get('type', '')]
+    momentum = [dict(s) for s in items if 'Momentum' in s.get('type', '')]
+    return lr, momentum
+
+
+def lr_config(schedulers: List[dict], loop: Loop, report: ConversionReport) -> Optional[dict]:
+    """The ``lr_config`` for a list of LR scheduler dicts (``None``: constant lr)."""
+    schedulers = list(schedulers)
+    cfg: Dict[str, Any] = {}
+    if len(schedulers) > 1 or (schedulers and _is_warmup(schedulers[0], last=False)):
+        if _is_warmup(schedulers[0], last=len(schedulers) == 1):
+            cfg.update(_warmup(schedulers.pop(0), report))
+    if len(schedulers) > 1:
+        report.lossy('param_scheduler', 'lr_config', f'{len(schedulers) + bool(cfg)} chained '
+                     'LR schedulers: mmcv has one policy plus a warmup; only the first is kept: '
+                     + ', '.join(s['type'] for s in schedulers))
+    if not schedulers:
+        return dict(policy='Fixed', **cfg) if cfg else None
+    main = _main(schedulers[0], loop, report, 'LR', 'lr')
+    if main is not None and cfg and main['policy'] == 'OneCycle':
+        report.lossy('param_scheduler', 'lr_config', "mmengine's OneCycleLR overwrites the "
+                     "warmup's lr; mmcv multiplies the warmup factor onto it")
+    return dict(**(main or dict(policy='Fixed')), **cfg)
+
+
+def momentum_config(schedulers: List[dict], loop: Loop,
+                    report: ConversionReport) -> Optional[dict]:
+    """The ``momentum_config`` for a list of momentum scheduler dicts."""
+    if not schedulers:
+        return None
+    if len(schedulers) > 1:
+        report.lossy('param_scheduler', 'momentum_config', 'chained momentum schedulers: mmcv '
+                     'has one momentum policy; only the first is kept')
+    return _main(dict(schedulers[0]), loop, report, 'Momentum', 'momentum')
+
+
+def _is_warmup(s: dict, last: bool) -> bool:
+    by_iter = not s.get('by_epoch', True) and s.get('begin', 0) == 0 and 'end' in s
+    if s.get('type') == 'LinearLR':
+        return by_iter and s.get('end_factor', 1.0) == 1.0 and \
+            s.get('start_factor', 1 / 3) != 1.0 and not last
+    return s.get('type') == 'ConstantLR' and by_iter
+
+
+def _warmup(s: dict, report: ConversionReport) -> Dict[str, Any]:
+    kind = 'linear' if s['type'] == 'LinearLR' else 'constant'
+    ratio = s.get('start_factor', 1 / 3) if kind == 'linear' else s.get('factor', 1 / 3)
+    report.exact(f"param_scheduler: {s['type']}", f"lr_config.warmup='{kind}' "
+                 '(warmup_iters = end - 1: mmengine reaches the full lr at end - 1)')
+    return dict(warmup=kind, warmup_iters=s['end'] - 1, warmup_ratio=ratio)
+
+
+def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
+          name: str) -> Optional[dict]:
+    stype = s.pop('type')
+    key = f'param_scheduler: {stype}'
+    by_epoch = s.pop('by_epoch', True)
+    if s.pop('convert_to_iter_based', False) and by_epoch:
+        by_epoch = False
+        if any(k in s for k in ('milestones', 'step_size', 'periods', 'total_steps')) or \
+                stype.startswith(('Poly', 'Linear')):
+            report.lossy(key, 'lr_config', 'convert_to_iter_based scales epochs by the '
+                         'loader length, which the config does not state')
+    begin, end = s.pop('begin', 0), s.pop('end', None)
+    loop_by_epoch, length = loop
+    run_end = length if by_epoch == loop_by_epoch else None
+    if begin != 0:
+        report.lossy(key, 'lr_config', f'begin={begin}: mmcv policies start at step 0')
+    s.pop('verbose', None)
+    base = stype[:-len(kind)] if stype.endswith(kind) else stype
+    builder = _BUILDERS.get(base)
+    if kind == 'Momentum' and base not in ('Step', 'MultiStep', 'CosineAnnealing', 'Linear'):
+        builder = None
+    if builder is None:
+        report.lossy(key, '(dropped)', f'{stype} has no mmcv 1.x policy')
+        return None
+    if base == 'OneCycle' and by_epoch:
+        report.lossy(key, "lr_config.policy='OneCycle'", 'OneCycleLR by epoch: mmcv only '
+                     'supports OneCycle by iteration')
+        by_epoch = False
+    policy = builder(s, end, run_end, report, key, name)
+    if policy is not None:
+        policy['by_epoch'] = by_epoch
+    return policy
+
+
+def _ends_at_run_end(end, run_end, report, key, offset=0) -> None:
+    if end is not None and end < _INF_LIKE and (run_end is None or end < run_end + offset):
+        report.lossy(key, 'lr_config', f'end={end} stops before the run ends '
+                     f'({run_end}); mmcv policies act until the end')
+
+
+def _step(s, end, run_end, report, key, name):
+    _ends_at_run_end(end, run_end, report, key)
+    report.exact(key, "policy='step'")
+    step = s.pop('step_size') if 'step_size' in s else list(s.pop('milestones'))
+    return dict(policy='step', step=step, gamma=s.pop('gamma', 0.1))
+
+
+def _exp(s, end, run_end, report, key, name):
+    _ends_at_run_end(end, run_end, report, key)
+    report.exact(key, "policy='exp'")
+    return dict(policy='exp', gamma=s.pop('gamma'))
+
+
+def _floor(s: dict, name: str) -> Dict[str, Any]:
+    if s.get('eta_min_ratio') is not None:
+        return {f'min_{name}_ratio': s['eta_min_ratio']}
+    return {f'min_{name}': s.get('eta_min', 0.)}
+
+
+def _cosine(s, end, run_end, report, key, name):
+    t_max = s.get('T_max', end)
+    if run_end is not None and t_max is not None and t_max != run_end:
+        report.lossy(key, 'lr_config', f'T_max={t_max} differs from the run length '
+                     f'{run_end}; mmcv anneals over the whole run')
+    else:
+        report.exact(key, "policy='CosineAnnealing'")
+    return dict(policy='CosineAnnealing', **_floor(s, name))
+
+
+def _poly(s, end, run_end, report, key, name):
+    if run_end is None or end is None or end - 1 != run_end:
+        report.lossy(key, "lr_config.policy='poly'", f'PolyLR(end={end}) reaches eta_min at '
+                     f'step {None if end is None else end - 1}; mmcv\'s poly reaches min_lr at '
+                     f'the run length {run_end} (exact when end = run length + 1)')
+    else:
+        report.exact(key, "policy='poly'")
+    return dict(policy='poly', power=s.get('power', 1.), min_lr=s.get('eta_min', 0.))
+
+
+def _linear(s, end, run_end, report, key, name):
+    if s.get('start_factor', 1 / 3) != 1.0 or run_end is None or end is None or \
+            end - 1 != run_end:
+        report.lossy(key, "policy='LinearAnnealing'", 'LinearAnnealing starts at the base '
+                     'value and ends at the run length: exact for start_factor=1 and '
+                     'end = run length + 1')
+    else:
+        report.exact(key, "policy='LinearAnnealing'")
+    return dict(policy='LinearAnnealing', **{f'min_{name}_ratio': s.get('end_factor', 1.)})
+
+
+def _restart(s, end, run_end, report, key, name):
+    weights = s.get('restart_weights', [1])
+    if any(w != 1 for w in weights) and any(_floor(s, name).values()):
+        report.lossy(key, "policy='CosineRestart'", 'restart weights with a floor: mmcv '
+                     'scales (base - min) by the weight, mmengine anneals base * weight → min')
+    else:
+        report.exact(key, "policy='CosineRestart'")
+    return dict(policy='CosineRestart', periods=list(s['periods']),
+                restart_weights=list(weights), **_floor(s, name))
+
+
+def _one_cycle(s, end, run_end, report, key, name):
+    total = s.get('total_steps', None if end is None else end - s.get('begin', 0))
+    report.exact(key, "policy='OneCycle'")
+    args = {k: s[k] for k in ('pct_start', 'anneal_strategy', 'div_factor', 'final_div_factor',
+                              'three_phase') if k in s}
+    if total is not None and total != run_end:
+        args['total_steps'] = total
+    return dict(policy='OneCycle', max_lr=s['eta_max'], **args)
+
+
+_BUILDERS = {'Step': _step, 'MultiStep': _step, 'Exponential': _exp,
+             'CosineAnnealing': _cosine, 'Poly': _poly, 'Linear': _linear,
+             'CosineRestart': _restart, 'OneCycle': _one_cycle}

@@ -1,0 +1,217 @@
+"""mmcv 1.x ``lr_config``/``momentum_config`` → mmengine ``param_scheduler`` entries.
+
+Exactness rests on how the two frameworks compute a value:
+
+* mmcv computes each lr in closed form from the epoch or iteration, and
+  multiplies the warmup factor onto that *regular* lr;
+* mmengine's schedulers are chained: each step multiplies (or, for
+  cosine/poly with a floor, shifts) the group's current value.
+
+Products commute, so warmup × step/multistep/exp/cosine/poly chains match
+mmcv to rounding. A floor (``min_lr``) under a warmup does not commute, and
+closed-form schedulers (OneCycle, a restart's first step) overwrite the warmup:
+those are reported lossy. mmengine's ``LinearLR``/``ConstantLR``/``PolyLR``
+reach their end value at step ``end - 1``; mmcv at ``warmup_iters`` or
+``max``, hence the ``+ 1`` below.
+
+Example::
+
+    lr_config = dict(policy='step', step=[8, 11], warmup='linear', warmup_iters=500,
+                     warmup_ratio=0.001)
+    # → [dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=501),
+    #    dict(type='MultiStepLR', milestones=[8, 11], gamma=0.1, by_epoch=True, begin=0, end=12)]
+"""
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from .report import ConversionReport
+from .table import NO_COUNTERPART
+
+#: ``(by_epoch runner?, max_epochs or max_iters)``
+Loop = Tuple[bool, int]
+
+
+def policy_name(policy: str) -> str:
+    """mmcv's normalisation: a lower-case policy is title-cased (``'step'`` → ``'Step'``)."""
+    return policy.title() if policy == policy.lower() else policy
+
+
+def lr_schedulers(lr_config: Dict[str, Any], loop: Loop, report: ConversionReport) -> List[dict]:
+    """The LR schedulers for ``lr_config`` (warmup first), each decision in ``report``."""
+    cfg = dict(lr_config)
+    policy = policy_name(cfg.pop('policy', 'Fixed'))
+    by_epoch = cfg.pop('by_epoch', policy != 'OneCycle')
+    warmup = _warmup(cfg, report)
+    main = _lr_main(policy, cfg, by_epoch, loop, report)
+    floor = cfg.get('min_lr') or cfg.get('min_lr_ratio')
+    if warmup and (policy in ('OneCycle', 'CosineRestart') or
+                   (floor and policy in ('CosineAnnealing', 'Poly'))):
+        report.lossy('lr_config.warmup', 'param_scheduler',
+                     f'a warmup under {policy}' + (' with a floor' if floor else '') +
+                     ': mmengine chains schedulers by updating the current lr, mmcv multiplies '
+                     'the warmup factor onto the closed-form lr; the two differ while both act')
+    return warmup + main
+
+
+def _warmup(cfg: Dict[str, Any], report: ConversionReport) -> List[dict]:
+    kind = cfg.pop('warmup', None)
+    iters = cfg.pop('warmup_iters', 0)
+    ratio = cfg.pop('warmup_ratio', 0.1)
+    if cfg.pop('warmup_by_epoch', False) and kind is not None:
+        report.lossy('lr_config.warmup_by_epoch', 'param_scheduler',
+                     NO_COUNTERPART['warmup_by_epoch'])
+    if kind is None:
+        return []
+    if kind == 'exp':
+        report.lossy('lr_config.warmup', 'param_scheduler', NO_COUNTERPART["warmup='exp'"])
+        return []
+    report.exact(f"lr_config.warmup='{kind}'", 'param_scheduler[0]')
+    if kind == 'linear':
+        return [dict(type='LinearLR', start_factor=ratio, by_epoch=False, begin=0,
+                     end=iters + 1)]
+    return [dict(type='ConstantLR', factor=ratio, by_epoch=False, begin=0, end=iters + 1)]
+
+
+def _span(by_epoch: bool, loop: Loop, report: ConversionReport, key: str,
+          extra: int = 0) -> Optional[Dict[str, Any]]:
+    """``begin``/``end`` for a schedule over the whole run (``None``: cannot be expressed)."""
+    loop_by_epoch, length = loop
+    if by_epoch and not loop_by_epoch:
+        report.lossy(key, 'param_scheduler', 'a by-epoch policy under IterBasedRunner: mmcv '
+                     'sets it once per IterLoader epoch, mmengine never steps it')
+        return None
+    if by_epoch == loop_by_epoch:
+        return dict(by_epoch=by_epoch, begin=0, end=length + extra)
+    if extra:  # by iteration inside an epoch loop: the length is unknown until run time
+        return None
+    return dict(by_epoch=False, begin=0)  # end: mmengine's Runner fills in max_iters
+
+
+def _lr_main(policy: str, cfg: Dict[str, Any], by_epoch: bool, loop: Loop,
+             report: ConversionReport) -> List[dict]:
+    key = f"lr_config.policy='{policy}'"
+    builder = _LR_BUILDERS.get(policy)
+    if builder is None:
+        report.lossy(key, '(dropped)', NO_COUNTERPART.get(
+            policy, f"'{policy}' is not an mmcv 1.7.2 LR policy the converter knows"))
+        return []
+    return builder(cfg, by_epoch, loop, report, key)
+
+
+def _fixed(cfg, by_epoch, loop, report, key):
+    report.exact(key, '(no scheduler)')
+    return []
+
+
+def _step(cfg, by_epoch, loop, report, key, kind='LR', gamma_default=0.1):
+    span = _span(by_epoch, loop, report, key)
+    if span is None:
+        return []
+    if cfg.get(f'min_{"lr" if kind == "LR" else "momentum"}') is not None:
+        report.lossy(key + '.min', 'param_scheduler', 'StepLR/MultiStepLR have no floor')
+    step, gamma = cfg['step'], cfg.get('gamma', gamma_default)
+    report.exact(key, f'{"Step" if isinstance(step, int) else "MultiStep"}{kind}')
+    if isinstance(step, int):
+        return [dict(type=f'Step{kind}', step_size=step, gamma=gamma, **span)]
+    return [dict(type=f'MultiStep{kind}', milestones=list(step), gamma=gamma, **span)]
+
+
+def _exp(cfg, by_epoch, loop, report, key):
+    span = _span(by_epoch, loop, report, key)
+    if span is None:
+        return []
+    report.exact(key, 'ExponentialLR')
+    return [dict(type='ExponentialLR', gamma=cfg['gamma'], **span)]
+
+
+def _poly(cfg, by_epoch, loop, report, key):
+    span = _span(by_epoch, loop, report, key, extra=1)
+    if span is None:
+        report.lossy(key, 'param_scheduler', 'poly by iteration under EpochBasedRunner: '
+                     "PolyLR needs end = max_iters + 1, which the config does not state")
+        return []
+    report.exact(key, 'PolyLR (end = max + 1: PolyLR reaches eta_min at end - 1)')
+    return [dict(type='PolyLR', power=cfg.get('power', 1.), eta_min=cfg.get('min_lr', 0.),
+                 **span)]
+
+
+def _floor(cfg: Dict[str, Any], name: str) -> Dict[str, Any]:
+    if cfg.get(f'min_{name}_ratio') is not None:
+        return dict(eta_min_ratio=cfg[f'min_{name}_ratio'])
+    return dict(eta_min=cfg.get(f'min_{name}') or 0.)
+
+
+def _cosine(cfg, by_epoch, loop, report, key, kind='LR', name='lr'):
+    span = _span(by_epoch, loop, report, key)
+    if span is None:
+        return []
+    report.exact(key, f'CosineAnnealing{kind}')
+    t_max = dict(T_max=span['end']) if 'end' in span else {}
+    return [dict(type=f'CosineAnnealing{kind}', **t_max, **_floor(cfg, name), **span)]
+
+
+def _restart(cfg, by_epoch, loop, report, key):
+    span = _span(by_epoch, loop, report, key)
+    if span is None:
+        return []
+    weights = cfg.get('restart_weights', [1])
+    floor = _floor(cfg, 'lr')
+    if any(w != 1 for w in weights) and any(floor.values()):
+        report.lossy(key, 'CosineRestartLR', 'restart weights with a floor: mmcv scales '
+                     '(base - min) by the weight, mmengine anneals from base * weight to min')
+    else:
+        report.exact(key, 'CosineRestartLR')
+    return [dict(type='CosineRestartLR', periods=list(cfg['periods']),
+                 restart_weights=list(weights), **floor, **span)]
+
+
+def _one_cycle(cfg, by_epoch, loop, report, key):
+    if by_epoch:
+        report.lossy(key, '(dropped)', 'mmcv only supports OneCycle by iteration')
+        return []
+    if not isinstance(cfg['max_lr'], (int, float)):
+        report.lossy(key + '.max_lr', 'OneCycleLR.eta_max', 'a per-group max_lr (list/dict)')
+    report.note(key, 'OneCycleLR', "mmcv's OneCycle is by iteration, mmengine's OneCycleLR "
+                'defaults to by_epoch=True: by_epoch=False is written out')
+    args = {k: cfg[k] for k in ('total_steps', 'pct_start', 'anneal_strategy', 'div_factor',
+                                'final_div_factor', 'three_phase') if k in cfg}
+    span = _span(False, loop, report, key)
+    if 'total_steps' not in args and 'end' in span:
+        args['total_steps'] = span['end']
+    return [dict(type='OneCycleLR', eta_max=cfg['max_lr'], **args, **span)]
+
+
+def _linear(cfg, by_epoch, loop, report, key, kind='LR', name='lr'):
+    span = _span(by_epoch, loop, report, key, extra=1)
+    ratio = cfg.get(f'min_{name}_ratio')
+    if span is None or (ratio is None and cfg.get(f'min_{name}')):
+        report.lossy(key, '(dropped)', f'Linear{kind} scales by a factor: exact only for '
+                     f'min_{name}_ratio (or min_{name}=0) and a known run length')
+        return []
+    report.exact(key, f'Linear{kind} (end = max + 1: it reaches end_factor at end - 1)')
+    return [dict(type=f'Linear{kind}', start_factor=1.0, end_factor=ratio or 0., **span)]
+
+
+_LR_BUILDERS = {'Fixed': _fixed, 'Step': _step, 'Exp': _exp, 'Poly': _poly,
+                'CosineAnnealing': _cosine, 'CosineRestart': _restart, 'OneCycle': _one_cycle,
+                'LinearAnnealing': _linear}
+
+
+def momentum_schedulers(momentum_config: Dict[str, Any], loop: Loop,
+                        report: ConversionReport) -> List[dict]:
+    """The momentum schedulers for ``momentum_config``."""
+    cfg = dict(momentum_config)
+    policy = policy_name(cfg.pop('policy', 'Fixed'))
+    by_epoch = cfg.pop('by_epoch', True)
+    key = f"momentum_config.policy='{policy}'"
+    if cfg.get('warmup') is not None:
+        report.lossy('momentum_config.warmup', '(dropped)', NO_COUNTERPART['momentum warmup'])
+    if policy == 'Step':
+        return _step(cfg, by_epoch, loop, report, key, 'Momentum', gamma_default=0.5)
+    if policy == 'CosineAnnealing':
+        return _cosine(cfg, by_epoch, loop, report, key, 'Momentum', 'momentum')
+    if policy == 'LinearAnnealing':
+        return _linear(cfg, by_epoch, loop, report, key, 'Momentum', 'momentum')
+    report.lossy(key, '(dropped)', NO_COUNTERPART.get(
+        f'{policy} momentum', f"'{policy}' momentum has no mmengine scheduler"))
+    return []

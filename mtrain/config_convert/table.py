@@ -1,0 +1,145 @@
+"""The mapping between the mmcv 1.x and the mmengine config schemas, as data.
+
+The converters (``to_mmengine``/``to_mmcv`` and the schedule modules) read
+these tables, and ``docs/config.md``'s two-column mapping is rendered from
+:data:`KEY_MAP` by :func:`mapping_markdown`, so the documentation cannot
+drift from what the converter does (a test compares them).
+"""
+
+from typing import Dict, List, Tuple
+
+#: ``(mmcv 1.x key, mmengine key, how it carries over)``, one row per concept.
+KEY_MAP: List[Tuple[str, str, str]] = [
+    ('model', 'model', 'unchanged; mtrain models follow mtrain\'s model contract'),
+    ('data.samples_per_gpu, data.workers_per_gpu', 'train_dataloader.batch_size, .num_workers',
+     'also `val_dataloader`/`test_dataloader`; `data.<split>_dataloader` overrides them'),
+    ('data.train / data.val / data.test', '{train,val,test}_dataloader.dataset',
+     '`sampler=dict(type=\'DefaultSampler\', shuffle=...)` says whether to shuffle'),
+    ('optimizer (+ paramwise_cfg, constructor)',
+     'optim_wrapper.optimizer, .paramwise_cfg, .constructor',
+     '`DefaultOptimizerConstructor` is `DefaultOptimWrapperConstructor`'),
+    ('optimizer_config.grad_clip', 'optim_wrapper.clip_grad', 'norm clipping only'),
+    ('optimizer_config: GradientCumulativeOptimizerHook(cumulative_iters=N)',
+     'optim_wrapper.accumulative_counts=N', ''),
+    ('fp16=dict(loss_scale=...)', "optim_wrapper.type='AmpOptimWrapper', loss_scale",
+     "mmcv's default is a static 512, AmpOptimWrapper's 'dynamic': the scale is always "
+     'written out'),
+    ('lr_config (policy, warmup)', 'param_scheduler (LR schedulers)',
+     'see the policy table below'),
+    ('momentum_config (policy)', 'param_scheduler (momentum schedulers)',
+     'see the policy table below'),
+    ('runner=dict(type=\'EpochBasedRunner\', max_epochs=N)',
+     "train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=N)", 'also `total_epochs=N`'),
+    ('runner=dict(type=\'IterBasedRunner\', max_iters=N)',
+     "train_cfg=dict(type='IterBasedTrainLoop', max_iters=N)", ''),
+    ('evaluation (interval, metric, save_best, rule)',
+     'train_cfg.val_interval, val_cfg, val_evaluator, default_hooks.checkpoint.save_best',
+     "mmengine also validates after the last epoch/iteration; metric 'accuracy' is "
+     "`dict(type='Accuracy')`"),
+    ('workflow=[(\'train\', 1)]', '(implicit)', "val phases (`('val', N)`) have no counterpart"),
+    ('checkpoint_config', 'default_hooks.checkpoint', ''),
+    ('log_config.interval', 'default_hooks.logger.interval', ''),
+    ('log_config.hooks', 'visualizer.vis_backends', 'see the logger table below'),
+    ('custom_hooks', 'custom_hooks', 'passed through; mmcv\'s EMAHook differs from mmengine\'s'),
+    ('seed, deterministic', 'randomness.seed, randomness.deterministic', ''),
+    ('dist_params', 'env_cfg.dist_cfg', ''),
+    ('cudnn_benchmark', 'env_cfg.cudnn_benchmark', ''),
+    ('mp_start_method, opencv_num_threads', 'env_cfg.mp_cfg', ''),
+    ('model_wrapper', 'model_wrapper_cfg',
+     'MTDistributedDataParallel is MMDistributedDataParallel'),
+    ('find_unused_parameters, sync_bn', 'find_unused_parameters, sync_bn', ''),
+    ('load_from', 'load_from (resume=False)', ''),
+    ('resume_from', 'load_from + resume=True', ''),
+    ('auto_resume=True', 'resume=True (no load_from)', ''),
+    ('compile', 'compile', 'mmengine compiles train_step, mtrain the model forward'),
+    ('work_dir, log_level, auto_scale_lr, custom_imports', 'the same', ''),
+    ('(none)', 'default_scope, launcher, log_processor', 'no effect in mtrain'),
+    ('batch_processor, nan_policy, device, channels_last', '(none)', 'mtrain only'),
+    ('(none)', 'strategy, runner_type=\'FlexibleRunner\'', 'an error: mtrain has no strategies'),
+]
+
+#: mmcv LR policy → mmengine LR scheduler (``None``: no counterpart, see the reason).
+LR_POLICIES: Dict[str, str] = {
+    'Fixed': '(no scheduler)', 'Step': 'StepLR (int step) / MultiStepLR (list)',
+    'Exp': 'ExponentialLR', 'Poly': 'PolyLR', 'CosineAnnealing': 'CosineAnnealingLR',
+    'CosineRestart': 'CosineRestartLR', 'OneCycle': 'OneCycleLR (by_epoch=False)',
+    'LinearAnnealing': 'LinearLR (start_factor=1)',
+    "warmup='linear'": 'LinearLR (by_epoch=False, end=warmup_iters+1)',
+    "warmup='constant'": 'ConstantLR (by_epoch=False, end=warmup_iters+1)',
+}
+
+#: mmcv momentum policy → mmengine momentum scheduler.
+MOMENTUM_POLICIES: Dict[str, str] = {
+    'Step': 'StepMomentum / MultiStepMomentum', 'CosineAnnealing': 'CosineAnnealingMomentum',
+    'LinearAnnealing': 'LinearMomentum (start_factor=1)',
+}
+
+#: What has no counterpart, and why (the converter reports these reasons verbatim).
+NO_COUNTERPART: Dict[str, str] = {
+    'Inv': "mmengine has no scheduler for lr = base * (1 + gamma * t) ** -power",
+    'Cyclic': 'mmengine has no cyclic scheduler (OneCycleLR is a single cycle)',
+    'FlatCosineAnnealing': "mmengine's CosineAnnealingLR with begin > 0 anneals from the "
+                           'global step, not from the start of the cosine phase',
+    "warmup='exp'": 'no mmengine scheduler multiplies by warmup_ratio ** (1 - t / warmup_iters)',
+    'warmup_by_epoch': "an epoch-based LinearLR converted to iterations reaches full lr one "
+                       "iteration earlier than mmcv's warmup over warmup_iters * epoch_length",
+    'momentum warmup': "mmcv divides momentum by the warmup factor; no mmengine scheduler does",
+    'Cyclic momentum': 'mmengine has no cyclic momentum scheduler',
+    'OneCycle momentum': "mmengine's OneCycle only schedules lr",
+}
+
+#: mmcv logger hook → mmengine vis backend (mtrain's logger hooks carry mmcv's names).
+LOGGER_BACKENDS: Dict[str, str] = {
+    'TextLoggerHook': 'LocalVisBackend', 'TensorboardLoggerHook': 'TensorboardVisBackend',
+    'WandbLoggerHook': 'WandbVisBackend', 'MlflowLoggerHook': 'MLflowVisBackend',
+    'ClearMLLoggerHook': 'ClearMLVisBackend', 'NeptuneLoggerHook': 'NeptuneVisBackend',
+    'DvcliveLoggerHook': 'DVCLiveVisBackend',
+}
+
+#: mmengine ``default_hooks`` entry → the mtrain (mmcv 1.x) key that carries it.
+DEFAULT_HOOKS: Dict[str, str] = {
+    'timer': '(always registered: IterTimerHook)', 'logger': 'log_config',
+    'param_scheduler': 'lr_config / momentum_config', 'checkpoint': 'checkpoint_config',
+    'sampler_seed': '(always registered: DistSamplerSeedHook)',
+}
+
+#: Top-level keys that only mmengine's schema has (one of them marks a config as mmengine's).
+MMENGINE_KEYS = ('optim_wrapper', 'param_scheduler', 'train_cfg', 'val_cfg', 'test_cfg',
+                 'default_hooks', 'env_cfg', 'randomness', 'log_processor', 'visualizer',
+                 'train_dataloader', 'val_dataloader', 'test_dataloader', 'val_evaluator',
+                 'test_evaluator', 'default_scope', 'model_wrapper_cfg', 'resume', 'strategy',
+                 'runner_type', 'launcher')
+
+#: Top-level keys that only mmcv 1.x's schema has.
+MMCV_KEYS = ('optimizer', 'optimizer_config', 'lr_config', 'momentum_config', 'runner',
+             'checkpoint_config', 'log_config', 'evaluation', 'workflow', 'data', 'fp16',
+             'total_epochs', 'resume_from', 'dist_params', 'model_wrapper')
+
+#: mmengine-only features mtrain cannot run: a config naming them is an error.
+UNSUPPORTED = {
+    'strategy': 'mtrain has no training strategies (DeepSpeed, FSDP, ColossalAI); use '
+                "mtrain's model_wrapper=dict(type='MTFullyShardedDataParallel') for FSDP",
+    'runner_type': 'mtrain has no FlexibleRunner; remove runner_type',
+    'cfg.compile.target': "mtrain compiles the model's forward; remove compile.target",
+}
+
+
+def _table(header: Tuple[str, str], rows) -> List[str]:
+    lines = [f'| {header[0]} | {header[1]} |', '|---|---|']
+    for row in rows:
+        left, right = row[0], row[1]
+        note = row[2] if len(row) > 2 and row[2] else ''
+        lines.append(f'| {left} | {right}{" — " + note if note else ""} |')
+    return lines
+
+
+def mapping_markdown() -> str:
+    """The mapping section of ``docs/config.md``, rendered from the tables above."""
+    lines = _table(('mmcv 1.x (mtrain)', 'mmengine'), KEY_MAP)
+    lines += ['', *_table(('mmcv `lr_config` policy', 'mmengine LR scheduler'),
+                          LR_POLICIES.items())]
+    lines += ['', *_table(('mmcv `momentum_config` policy', 'mmengine momentum scheduler'),
+                          MOMENTUM_POLICIES.items())]
+    lines += ['', *_table(('mmcv logger hook', 'mmengine vis backend'), LOGGER_BACKENDS.items())]
+    lines += ['', *_table(('no counterpart', 'why'), NO_COUNTERPART.items())]
+    return '\n'.join(lines) + '\n'

@@ -1,0 +1,293 @@
+"""An mmengine config → an mmcv 1.x config (mtrain's schema), with a report.
+
+Used two ways: ``tools/convert_config.py --to mmcv`` writes the result, and
+``tools/train.py`` trains from it in memory with ``keep_schedulers=True``,
+where ``param_scheduler`` is not translated but handed whole to
+:class:`~mtrain.hooks.ParamSchedulerHook`, which runs mmengine's own scheduler
+classes (so every chain, ``begin``/``end`` and ``convert_to_iter_based`` works).
+"""
+
+import copy
+from typing import Any, Dict, Tuple
+
+from . import schedule_to_mmcv as sched
+from .report import ConversionReport
+from .table import LOGGER_BACKENDS, UNSUPPORTED
+
+_BACKEND_HOOKS = {v: k for k, v in LOGGER_BACKENDS.items()}
+_BACKEND_ARGS = {'WandbVisBackend': ('init_kwargs', ), 'MLflowVisBackend': ('exp_name', 'tags',
+                                                                           'params')}
+_SAME = ('model', 'work_dir', 'log_level', 'auto_scale_lr', 'custom_imports',
+         'find_unused_parameters', 'sync_bn', 'custom_hooks')
+_DROPPED = ('default_scope', 'launcher', 'val_cfg', 'test_cfg', 'experiment_name')
+#: What mmengine's Runner registers when ``default_hooks`` leaves an entry out.
+_DEFAULT_HOOKS = dict(logger=dict(type='LoggerHook', interval=10),
+                      checkpoint=dict(type='CheckpointHook', interval=1))
+
+
+def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
+            ) -> Tuple[Dict[str, Any], ConversionReport]:
+    """Convert a resolved mmengine config dict; returns ``(mmcv 1.x dict, report)``."""
+    src = copy.deepcopy(dict(cfg))
+    report = ConversionReport('mmengine', 'mmcv 1.x')
+    out: Dict[str, Any] = {}
+    for key in UNSUPPORTED:
+        if key in src:
+            report.lossy(key, '(unsupported)', UNSUPPORTED[key])
+            src.pop(key)
+    for key in _SAME:
+        if key in src:
+            out[key] = src.pop(key)
+            report.exact(key, key)
+    loop = _loop(src, out, report)
+    _data(src, out, report)
+    _optim(src, out, report)
+    _schedules(src, out, loop, report, keep_schedulers)
+    _evaluation(src, out, loop, report)
+    _hooks(src, out, report)
+    _environment(src, out, report)
+    for key in _DROPPED:
+        if key in src:
+            report.note(key, '(dropped)', 'no effect in mtrain')
+            src.pop(key)
+    for key in list(src):
+        out[key] = src.pop(key)
+    return out, report
+
+
+def _loop(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> sched.Loop:
+    train = dict(src.pop('train_cfg', None) or {})
+    kind = train.pop('type', None) or ('EpochBasedTrainLoop' if train.pop('by_epoch', True)
+                                       else 'IterBasedTrainLoop')
+    train.pop('by_epoch', None)
+    out['_val'] = dict(interval=train.pop('val_interval', 1), begin=train.pop('val_begin', 1))
+    if kind == 'IterBasedTrainLoop':
+        out['runner'] = dict(type='IterBasedRunner', max_iters=train.pop('max_iters'))
+        loop = (False, out['runner']['max_iters'])
+    else:
+        if kind != 'EpochBasedTrainLoop':
+            report.lossy('train_cfg.type', 'runner', f"'{kind}' has no mtrain runner")
+        out['runner'] = dict(type='EpochBasedRunner', max_epochs=train.pop('max_epochs'))
+        loop = (True, out['runner']['max_epochs'])
+    report.exact('train_cfg', 'runner')
+    for key in train:
+        report.lossy(f'train_cfg.{key}', '(dropped)', 'mtrain runners have no such option')
+    return loop
+
+
+def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+    data: Dict[str, Any] = {}
+    for split in ('train', 'val', 'test'):
+        loader = src.pop(f'{split}_dataloader', None)
+        if loader is None:
+            continue
+        loader = dict(loader)
+        args = dict(samples_per_gpu=loader.pop('batch_size', 1),
+                    workers_per_gpu=loader.pop('num_workers', 0))
+        for key in ('persistent_workers', 'pin_memory', 'prefetch_factor', 'drop_last'):
+            if key in loader:
+                args[key] = loader.pop(key)
+        sampler = dict(loader.pop('sampler', None) or {})
+        if sampler.get('shuffle', split == 'train') != (split == 'train'):
+            args['shuffle'] = sampler.get('shuffle')
+        if sampler.get('type', 'DefaultSampler') not in ('DefaultSampler', 'InfiniteSampler'):
+            report.lossy(f'{split}_dataloader.sampler', '(dropped)', 'mtrain samples with its '
+                         'own distributed sampler (DefaultSampler semantics)')
+        data[split] = loader.pop('dataset')
+        if split == 'train':
+            data.update(args)
+        else:
+            extra = {k: v for k, v in args.items() if data.get(k) != v}
+            if extra:
+                data[f'{split}_dataloader'] = extra
+        for key in loader:
+            report.lossy(f'{split}_dataloader.{key}', '(dropped)', 'mtrain builds its '
+                         'loaders with its own collate and sampler')
+        report.exact(f'{split}_dataloader', f'data.{split}')
+    if data:
+        out['data'] = data
+
+
+def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+    wrapper = dict(src.pop('optim_wrapper', None) or {})
+    kind = wrapper.pop('type', 'OptimWrapper')
+    optimizer = dict(wrapper.pop('optimizer', None) or {})
+    for key in ('paramwise_cfg', 'constructor'):
+        if key in wrapper:
+            optimizer[key] = wrapper.pop(key)
+    if optimizer.get('constructor') == 'DefaultOptimWrapperConstructor':
+        optimizer['constructor'] = 'DefaultOptimizerConstructor'
+    out['optimizer'] = optimizer
+    report.exact('optim_wrapper.optimizer', 'optimizer')
+    hook: Dict[str, Any] = {}
+    if wrapper.get('accumulative_counts', 1) != 1:
+        hook.update(type='GradientCumulativeOptimizerHook',
+                    cumulative_iters=wrapper.pop('accumulative_counts'))
+        report.exact('optim_wrapper.accumulative_counts', 'optimizer_config.cumulative_iters')
+    wrapper.pop('accumulative_counts', None)
+    clip = wrapper.pop('clip_grad', None)
+    if clip is not None:
+        clip = dict(clip)
+        if clip.pop('type', 'norm') != 'norm':
+            report.lossy('optim_wrapper.clip_grad.type', '(dropped)', 'mmcv clips by norm only')
+        hook['grad_clip'] = clip
+        report.exact('optim_wrapper.clip_grad', 'optimizer_config.grad_clip')
+    out['optimizer_config'] = hook
+    if kind == 'AmpOptimWrapper':
+        out['fp16'] = dict(loss_scale=wrapper.pop('loss_scale', 'dynamic'))
+        if 'dtype' in wrapper:
+            out['fp16']['dtype'] = wrapper.pop('dtype')
+        report.note('optim_wrapper.type', 'fp16', "AmpOptimWrapper's default loss scale is "
+                    "'dynamic', Fp16OptimizerHook's a static 512: written out")
+    elif kind != 'OptimWrapper':
+        report.lossy('optim_wrapper.type', 'optimizer', f"'{kind}' has no mtrain counterpart")
+    for key in wrapper:
+        report.lossy(f'optim_wrapper.{key}', '(dropped)', 'no mtrain counterpart')
+
+
+def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
+               report: ConversionReport, keep: bool) -> None:
+    schedulers = src.pop('param_scheduler', None)
+    if keep:
+        if schedulers:
+            hook = dict(type='ParamSchedulerHook', param_scheduler=copy.deepcopy(schedulers))
+            out.setdefault('custom_hooks', []).append(hook)
+            report.exact('param_scheduler', "custom_hooks: ParamSchedulerHook (mmengine's "
+                         'scheduler classes)')
+        return
+    lr, momentum = sched.split_schedulers(schedulers)
+    lr_config = sched.lr_config(lr, loop, report)
+    momentum_config = sched.momentum_config(momentum, loop, report)
+    if lr_config is not None:
+        out['lr_config'] = lr_config
+    if momentum_config is not None:
+        out['momentum_config'] = momentum_config
+
+
+def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
+                report: ConversionReport) -> None:
+    val = out.pop('_val')
+    evaluator = src.pop('val_evaluator', None)
+    src.pop('test_evaluator', None)
+    if evaluator is None or 'val' not in out.get('data', {}):
+        return
+    evaluator = dict(evaluator) if isinstance(evaluator, dict) else dict(type='(list)')
+    metric = ['accuracy']
+    if evaluator.pop('type') != 'Accuracy':
+        report.lossy('val_evaluator', 'evaluation.metric', 'only Accuracy maps onto mtrain '
+                     "metrics; mtrain datasets evaluate themselves (metric='accuracy' kept)")
+    elif 5 in tuple(evaluator.get('topk', (1, ))):
+        metric.append('accuracy_top5')
+    evaluation = dict(interval=val['interval'], metric=metric if len(metric) > 1 else metric[0])
+    if val['begin'] > 1:
+        evaluation['start'] = val['begin']
+        if val['begin'] % val['interval']:
+            report.lossy('train_cfg.val_begin', 'evaluation.start', 'mmengine evaluates at '
+                         'multiples of val_interval, mmcv at start, start + interval, ...')
+    if loop[1] % val['interval']:
+        report.lossy('train_cfg.val_interval', 'evaluation.interval', 'mmengine also '
+                     f'validates after the last step ({loop[1]}), mtrain does not')
+    if not loop[0]:
+        evaluation['by_epoch'] = False
+    out['evaluation'] = evaluation
+    report.exact('train_cfg.val_interval, val_evaluator', 'evaluation')
+
+
+def _hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+    hooks = {**_DEFAULT_HOOKS, **dict(src.pop('default_hooks', None) or {})}
+    for name in ('timer', 'param_scheduler', 'sampler_seed', 'runtime_info'):
+        hooks.pop(name, None)
+    ckpt = hooks.pop('checkpoint', None)
+    if ckpt is not None:
+        ckpt = dict(ckpt)
+        ckpt.pop('type', None)
+        for key in ('save_best', 'rule'):
+            if key in ckpt and 'evaluation' in out:
+                out['evaluation'][key] = ckpt.pop(key)
+        out['checkpoint_config'] = ckpt
+        report.exact('default_hooks.checkpoint', 'checkpoint_config')
+    logger = hooks.pop('logger', None)
+    vis = dict(src.pop('visualizer', None) or {})
+    processor = dict(src.pop('log_processor', None) or {})
+    if logger is not None:
+        text = dict(type='TextLoggerHook')
+        if 'by_epoch' in processor:
+            text['by_epoch'] = processor.pop('by_epoch')
+        out['log_config'] = dict(interval=dict(logger).get('interval', 10),
+                                 hooks=[text] + _logger_hooks(vis, report))
+        report.exact('default_hooks.logger', 'log_config')
+    for key in processor:
+        report.note(f'log_processor.{key}', '(dropped)', 'mtrain averages over the log '
+                    'interval')
+    for name, hook in hooks.items():
+        if hook is None:
+            continue
+        if name == 'visualization':
+            report.lossy('default_hooks.visualization', '(dropped)', 'mtrain has no '
+                         'prediction visualisation hook')
+            continue
+        out.setdefault('custom_hooks', []).append(dict(hook))
+        report.note(f'default_hooks.{name}', 'custom_hooks', 'registered as a custom hook')
+
+
+def _logger_hooks(vis: Dict[str, Any], report: ConversionReport) -> list:
+    hooks = []
+    for i, backend in enumerate(vis.get('vis_backends', None) or []):
+        backend = dict(backend)
+        kind = backend.pop('type')
+        backend.pop('save_dir', None)
+        if kind == 'LocalVisBackend':
+            report.exact(f'visualizer.vis_backends.{i}', 'log_config.hooks: TextLoggerHook')
+            continue
+        if kind not in _BACKEND_HOOKS:
+            report.lossy(f'visualizer.vis_backends.{i}', '(dropped)', f"'{kind}' has no "
+                         'mtrain logger hook')
+            continue
+        hook = dict(type=_BACKEND_HOOKS[kind])
+        for key in list(backend):
+            if key in _BACKEND_ARGS.get(kind, ()):
+                hook[key] = backend.pop(key)
+        for key in backend:
+            report.lossy(f'visualizer.vis_backends.{i}.{key}', '(dropped)',
+                         f'{hook["type"]} takes no {key}')
+        hooks.append(hook)
+        report.exact(f'visualizer.vis_backends.{i}', f'log_config.hooks: {hook["type"]}')
+    return hooks
+
+
+def _environment(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+    randomness = dict(src.pop('randomness', None) or {})
+    for key in ('seed', 'deterministic'):
+        if key in randomness:
+            out[key] = randomness.pop(key)
+    for key in randomness:
+        report.lossy(f'randomness.{key}', '(dropped)', 'mtrain seeds every rank alike')
+    env = dict(src.pop('env_cfg', None) or {})
+    if 'cudnn_benchmark' in env:
+        out['cudnn_benchmark'] = env.pop('cudnn_benchmark')
+    if 'dist_cfg' in env:
+        out['dist_params'] = env.pop('dist_cfg')
+    out.update(dict(env.pop('mp_cfg', None) or {}))
+    for key in env:
+        report.lossy(f'env_cfg.{key}', '(dropped)', 'no mtrain counterpart')
+    load_from, resume = src.pop('load_from', None), src.pop('resume', False)
+    if resume and load_from:
+        out['resume_from'] = load_from
+    elif resume:
+        out['auto_resume'] = True
+    elif load_from:
+        out['load_from'] = load_from
+    wrapper = src.pop('model_wrapper_cfg', None)
+    if wrapper is not None:
+        wrapper = dict(wrapper)
+        if wrapper.pop('type', 'MMDistributedDataParallel') != 'MMDistributedDataParallel':
+            report.lossy('model_wrapper_cfg.type', 'model_wrapper', 'only '
+                         'MMDistributedDataParallel maps (onto MTDistributedDataParallel)')
+        out['model_wrapper'] = dict(type='MTDistributedDataParallel', **wrapper)
+    compile_cfg = src.pop('compile', None)
+    if isinstance(compile_cfg, dict) and compile_cfg.get('target', 'train_step') != 'train_step':
+        report.lossy('compile.target', 'compile', UNSUPPORTED['cfg.compile.target'])
+    if isinstance(compile_cfg, dict):
+        compile_cfg = {k: v for k, v in compile_cfg.items() if k != 'target'}
+    if compile_cfg not in (None, False):
+        out['compile'] = compile_cfg

@@ -1,0 +1,300 @@
+"""An mmcv 1.x config (mtrain's schema) → an mmengine config, with a report.
+
+``to_mmengine(cfg_dict)`` pops the mmcv keys one concept at a time (loop,
+optimizer, schedules, data, evaluation, hooks, environment) and writes their
+mmengine counterparts; whatever is left is a helper variable (``data_root``,
+``img_norm_cfg``) and is kept. Each decision is an entry of the report.
+"""
+
+import copy
+from typing import Any, Dict, Tuple
+
+from . import schedule_to_mmengine as sched
+from .report import ConversionReport
+from .table import LOGGER_BACKENDS
+
+_LOADER_KEYS = {'samples_per_gpu': 'batch_size', 'workers_per_gpu': 'num_workers',
+                'persistent_workers': 'persistent_workers', 'pin_memory': 'pin_memory',
+                'prefetch_factor': 'prefetch_factor', 'drop_last': 'drop_last'}
+_MTRAIN_ONLY = ('batch_processor', 'nan_policy', 'device', 'channels_last')
+_DROPPED = ('gpu_ids', 'gpu_id', 'filename', 'total_epochs')
+_ENV_KEYS = ('cudnn_benchmark', 'dist_params', 'mp_start_method', 'opencv_num_threads')
+_SAME = ('model', 'work_dir', 'log_level', 'auto_scale_lr', 'custom_imports', 'compile',
+         'find_unused_parameters', 'sync_bn', 'load_from')
+
+
+def to_mmengine(cfg: Dict[str, Any]) -> Tuple[Dict[str, Any], ConversionReport]:
+    """Convert a resolved mmcv 1.x config dict; returns ``(mmengine dict, report)``."""
+    src = copy.deepcopy(dict(cfg))
+    report = ConversionReport('mmcv 1.x', 'mmengine')
+    out: Dict[str, Any] = {}
+    for key in _SAME:
+        if key in src:
+            out[key] = src.pop(key)
+            report.exact(key, key)
+    loop = _loop(src, out, report)
+    _data(src, out, report)
+    _optim(src, out, report)
+    _schedules(src, out, loop, report)
+    _evaluation(src, out, loop, report)
+    _hooks(src, out, report)
+    _environment(src, out, report)
+    for key in _MTRAIN_ONLY:
+        if key in src:
+            report.lossy(key, '(dropped)', f'{key} is mtrain-only; mmengine has no counterpart')
+            src.pop(key)
+    for key in _DROPPED:
+        if key in src:
+            report.note(key, '(dropped)', 'no effect in mmengine' if key != 'total_epochs'
+                        else 'read as train_cfg.max_epochs')
+            src.pop(key)
+    for key in list(src):  # helper variables (data_root, img_norm_cfg, ...)
+        out[key] = src.pop(key)
+    return out, report
+
+
+def _loop(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> sched.Loop:
+    runner = dict(src.pop('runner', None) or {})
+    if not runner and src.get('total_epochs') is not None:
+        runner = dict(type='EpochBasedRunner', max_epochs=src['total_epochs'])
+    kind = runner.pop('type', 'EpochBasedRunner')
+    if kind == 'IterBasedRunner':
+        out['train_cfg'] = dict(type='IterBasedTrainLoop', max_iters=runner.pop('max_iters'))
+        loop = (False, out['train_cfg']['max_iters'])
+    else:
+        if kind != 'EpochBasedRunner':
+            report.lossy('runner.type', 'train_cfg', f"'{kind}' has no mmengine loop")
+        out['train_cfg'] = dict(type='EpochBasedTrainLoop', max_epochs=runner.pop('max_epochs'))
+        loop = (True, out['train_cfg']['max_epochs'])
+    report.exact('runner', 'train_cfg')
+    for key in runner:
+        report.lossy(f'runner.{key}', '(dropped)', 'not an argument of the mmengine loop')
+    return loop
+
+
+def _loader(common: Dict[str, Any], override: Dict[str, Any], dataset: Any,
+            shuffle: bool, report: ConversionReport, key: str) -> Dict[str, Any]:
+    args = {**common, **override}
+    shuffle = args.pop('shuffle', True) and shuffle
+    loader = {_LOADER_KEYS[k]: v for k, v in args.items() if k in _LOADER_KEYS}
+    for name in sorted(set(args) - set(_LOADER_KEYS)):
+        report.lossy(f'{key}.{name}', '(dropped)', 'not a DataLoader argument mmengine reads')
+    loader.setdefault('batch_size', 1)
+    loader.setdefault('num_workers', 0)
+    loader.setdefault('persistent_workers', loader['num_workers'] > 0)  # mtrain's default
+    loader['sampler'] = dict(type='DefaultSampler', shuffle=shuffle)
+    loader['dataset'] = dataset
+    return loader
+
+
+def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+    data = dict(src.pop('data', None) or {})
+    splits = {s: data.pop(s) for s in ('train', 'val', 'test') if s in data}
+    overrides = {s: dict(data.pop(f'{s}_dataloader', None) or {}) for s in splits}
+    for split, dataset in splits.items():
+        out[f'{split}_dataloader'] = _loader(data, overrides[split], dataset, split == 'train',
+                                             report, f'data.{split}_dataloader')
+        report.exact(f'data.{split}', f'{split}_dataloader')
+
+
+def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+    optimizer = dict(src.pop('optimizer', None) or {})
+    wrapper: Dict[str, Any] = dict(type='OptimWrapper', optimizer=optimizer)
+    if optimizer.get('paramwise_cfg') is not None:
+        wrapper['paramwise_cfg'] = optimizer.pop('paramwise_cfg')
+        report.exact('optimizer.paramwise_cfg', 'optim_wrapper.paramwise_cfg')
+    constructor = optimizer.pop('constructor', None)
+    if constructor == 'DefaultOptimizerConstructor':
+        wrapper['constructor'] = 'DefaultOptimWrapperConstructor'
+    elif constructor is not None:
+        wrapper['constructor'] = constructor
+        report.lossy('optimizer.constructor', 'optim_wrapper.constructor',
+                     f"'{constructor}' must exist in mmengine as an optim wrapper constructor")
+    report.exact('optimizer', 'optim_wrapper.optimizer')
+    hook = src.pop('optimizer_config', {})
+    if hook is None:
+        report.lossy('optimizer_config', 'optim_wrapper', 'None means no optimizer step in '
+                     'mmcv; mmengine always steps')
+        hook = {}
+    hook = dict(hook)
+    kind = hook.pop('type', 'OptimizerHook')
+    if kind in ('GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook'):
+        wrapper['accumulative_counts'] = hook.pop('cumulative_iters', 1)
+        report.exact('optimizer_config.cumulative_iters', 'optim_wrapper.accumulative_counts')
+    elif kind not in ('OptimizerHook', 'Fp16OptimizerHook'):
+        report.lossy('optimizer_config.type', 'optim_wrapper', f"'{kind}' has no counterpart")
+    if hook.get('grad_clip') is not None:
+        wrapper['clip_grad'] = dict(hook.pop('grad_clip'))
+        report.exact('optimizer_config.grad_clip', 'optim_wrapper.clip_grad')
+    hook.pop('grad_clip', None)
+    fp16 = src.pop('fp16', None)
+    if kind.endswith('Fp16OptimizerHook'):  # fp16 arguments given in optimizer_config itself
+        moved = [k for k in hook if k != 'detect_anomalous_params']
+        fp16 = {**(fp16 or {}), **{k: hook.pop(k) for k in moved}}
+    if fp16 is not None:
+        _amp(dict(fp16), wrapper, report)
+    for key in hook:
+        report.lossy(f'optimizer_config.{key}', '(dropped)', 'OptimWrapper has no such option')
+    out['optim_wrapper'] = wrapper
+
+
+def _amp(fp16: Dict[str, Any], wrapper: Dict[str, Any], report: ConversionReport) -> None:
+    wrapper['type'] = 'AmpOptimWrapper'
+    if 'loss_scale' in fp16:
+        wrapper['loss_scale'] = fp16.pop('loss_scale')
+        report.exact('fp16.loss_scale', 'optim_wrapper.loss_scale')
+    else:
+        wrapper['loss_scale'] = 512.
+        report.note('fp16', 'optim_wrapper.loss_scale=512.', "Fp16OptimizerHook's default is a "
+                    "static scale of 512; AmpOptimWrapper's is 'dynamic': written out")
+    if 'dtype' in fp16:
+        wrapper['dtype'] = fp16.pop('dtype')
+    for key in fp16:
+        report.lossy(f'fp16.{key}', '(dropped)', 'AmpOptimWrapper has no such option')
+
+
+def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
+               report: ConversionReport) -> None:
+    schedulers = []
+    if src.get('lr_config') is not None:
+        schedulers += sched.lr_schedulers(src['lr_config'], loop, report)
+    if src.get('momentum_config') is not None:
+        schedulers += sched.momentum_schedulers(src['momentum_config'], loop, report)
+    src.pop('lr_config', None), src.pop('momentum_config', None)
+    out['param_scheduler'] = schedulers
+
+
+_METRICS = {'accuracy': 1, 'accuracy_top5': 5}
+
+
+def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
+                report: ConversionReport) -> None:
+    workflow = [tuple(w) for w in src.pop('workflow', [('train', 1)])]
+    if any(mode == 'val' for mode, _ in workflow):
+        report.lossy('workflow', '(dropped)', "('val', N) phases (val losses after training "
+                     'epochs) have no mmengine counterpart; ValLoop computes metrics only')
+    evaluation = dict(src.pop('evaluation', None) or {})
+    if not evaluation or 'val_dataloader' not in out:
+        for split in ('val', 'test'):  # mmengine wants a loader, a loop and an evaluator
+            if out.pop(f'{split}_dataloader', None) is not None:
+                report.note(f'data.{split}', '(dropped)', 'no evaluation: mmengine needs '
+                            f'{split}_cfg and {split}_evaluator with {split}_dataloader')
+        return
+    interval, start = evaluation.pop('interval', 1), evaluation.pop('start', None)
+    if evaluation.pop('by_epoch', loop[0]) != loop[0]:
+        report.lossy('evaluation.by_epoch', 'train_cfg.val_interval', 'mmengine validates in '
+                     'the unit of its loop')
+    out['train_cfg']['val_interval'] = interval
+    if start is not None:
+        out['train_cfg']['val_begin'] = start
+        if start % interval:
+            report.lossy('evaluation.start', 'train_cfg.val_begin', 'mmcv evaluates at start, '
+                         'start + interval, ...; mmengine at multiples of val_interval')
+    if loop[1] % interval:
+        report.lossy('evaluation.interval', 'train_cfg.val_interval', 'mmengine also '
+                     f'validates after the last step ({loop[1]}), mmcv does not')
+    metrics = evaluation.pop('metric', 'accuracy')
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    if any(m not in _METRICS for m in metrics):
+        report.lossy('evaluation.metric', 'val_evaluator', f'{metrics}: only accuracy / '
+                     "accuracy_top5 map onto mmengine's Accuracy metric")
+    topk = tuple(sorted({_METRICS.get(m, 1) for m in metrics}))
+    out['val_cfg'] = dict(type='ValLoop')
+    out['val_evaluator'] = dict(type='Accuracy', topk=topk)
+    for key in ('save_best', 'rule'):
+        if key in evaluation:
+            out.setdefault('_checkpoint_extra', {})[key] = evaluation.pop(key)
+            report.note(f'evaluation.{key}', f'default_hooks.checkpoint.{key}', 'metric names '
+                        "differ: mtrain 'accuracy', mmengine's Accuracy 'accuracy/top1'")
+    for key in evaluation:
+        report.lossy(f'evaluation.{key}', '(dropped)', 'not carried by ValLoop/Accuracy')
+    report.exact('evaluation', 'train_cfg.val_interval, val_cfg, val_evaluator')
+    if 'test_dataloader' in out:
+        out['test_cfg'] = dict(type='TestLoop')
+        out['test_evaluator'] = dict(out['val_evaluator'])
+
+
+def _hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+    hooks: Dict[str, Any] = dict(timer=dict(type='IterTimerHook'), logger=None,
+                                 param_scheduler=dict(type='ParamSchedulerHook'),
+                                 checkpoint=None, sampler_seed=dict(type='DistSamplerSeedHook'))
+    ckpt = src.pop('checkpoint_config', None)
+    if ckpt is not None or '_checkpoint_extra' in out:
+        ckpt = dict(ckpt or dict(interval=-1))
+        for key in ('async_save', 'create_symlink'):
+            if key in ckpt:
+                report.lossy(f'checkpoint_config.{key}', '(dropped)', 'mtrain-only option')
+                ckpt.pop(key)
+        ckpt.update(out.pop('_checkpoint_extra', {}))
+        hooks['checkpoint'] = dict(type='CheckpointHook', **ckpt)
+        report.exact('checkpoint_config', 'default_hooks.checkpoint')
+    log = src.pop('log_config', None)
+    if log is not None:
+        hooks['logger'] = dict(type='LoggerHook', interval=log.get('interval', 10))
+        out['visualizer'] = dict(type='Visualizer', vis_backends=_backends(log, out, report))
+        report.exact('log_config.interval', 'default_hooks.logger.interval')
+    out['default_hooks'] = hooks
+    custom = src.pop('custom_hooks', None)
+    if custom:
+        for i, hook in enumerate(custom):
+            if hook.get('type') == 'EMAHook':
+                report.lossy(f'custom_hooks.{i}', 'custom_hooks', "mmcv's EMAHook(interval, "
+                             "warm_up) is not mmengine's EMAHook(ema_type, begin_iter)")
+        out['custom_hooks'] = custom
+        report.note('custom_hooks', 'custom_hooks', 'passed through: each type must exist in '
+                    'mmengine (or your scope) with the same arguments')
+
+
+def _backends(log: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> list:
+    backends = []
+    for i, hook in enumerate(log.get('hooks', [dict(type='TextLoggerHook')])):
+        hook = dict(hook)
+        kind = hook.pop('type')
+        if kind not in LOGGER_BACKENDS:
+            report.lossy(f'log_config.hooks.{i}', '(dropped)', f"'{kind}' has no vis backend")
+            continue
+        if 'by_epoch' in hook:
+            out['log_processor'] = dict(by_epoch=hook.pop('by_epoch'))
+        backend = dict(type=LOGGER_BACKENDS[kind])
+        if 'init_kwargs' in hook:
+            backend['init_kwargs'] = hook.pop('init_kwargs')
+        for key in hook:
+            report.lossy(f'log_config.hooks.{i}.{key}', '(dropped)',
+                         f'{backend["type"]} takes no {key}')
+        backends.append(backend)
+        report.exact(f'log_config.hooks.{i}', f'visualizer.vis_backends: {backend["type"]}')
+    return backends
+
+
+def _environment(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+    randomness = {k: src.pop(k) for k in ('seed', 'deterministic') if k in src}
+    if randomness:
+        out['randomness'] = randomness
+        report.exact(', '.join(randomness), 'randomness')
+    env, sources = {}, [k for k in _ENV_KEYS if k in src]
+    if 'cudnn_benchmark' in src:
+        env['cudnn_benchmark'] = src.pop('cudnn_benchmark')
+    if 'dist_params' in src:
+        env['dist_cfg'] = src.pop('dist_params')
+    mp = {k: src.pop(k) for k in ('mp_start_method', 'opencv_num_threads') if k in src}
+    if mp:
+        env['mp_cfg'] = mp
+    if env:
+        out['env_cfg'] = env
+        report.exact(', '.join(sources), 'env_cfg')
+    if src.get('resume_from') is not None:
+        out['load_from'], out['resume'] = src['resume_from'], True
+        report.exact('resume_from', 'load_from + resume=True')
+    elif src.get('auto_resume'):
+        out['resume'] = True
+        report.exact('auto_resume', 'resume=True')
+    src.pop('resume_from', None), src.pop('auto_resume', None)
+    wrapper = src.pop('model_wrapper', None)
+    if wrapper is not None:
+        wrapper = dict(wrapper)
+        if wrapper.get('type', 'MTDistributedDataParallel') != 'MTDistributedDataParallel':
+            report.lossy('model_wrapper.type', 'model_wrapper_cfg', f"'{wrapper['type']}' "
+                         'has no mmengine counterpart')
+        wrapper['type'] = 'MMDistributedDataParallel'
+        out['model_wrapper_cfg'] = wrapper
+        report.exact('model_wrapper', 'model_wrapper_cfg')

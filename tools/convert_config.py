@@ -1,0 +1,55 @@
+"""Convert a config between the mmcv 1.x and mmengine schemas, with a report.
+
+    python tools/convert_config.py configs/digits/lenet_digits.py --to mmengine --out x.py
+    python tools/convert_config.py my_mmengine_cfg.py --to mmcv --allow-lossy
+
+The report lists every key: translated exactly, translated with a note, or
+lossy (no counterpart, or a changed meaning, with the reason). A lossy
+conversion exits 1 unless ``--allow-lossy``; the output is written either way.
+"""
+
+import argparse
+import sys
+
+from mmengine.config import Config
+
+from mtrain.config import load_config
+from mtrain.config_convert import convert
+from mtrain.utils import ConfigError
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('config', help='config file, either schema (_base_ is resolved)')
+    parser.add_argument('--to', required=True, choices=['mmengine', 'mmcv'],
+                        help='the schema to write')
+    parser.add_argument('--out', help='where to write the converted config (default: stdout)')
+    parser.add_argument('--allow-lossy', action='store_true',
+                        help='exit 0 even when something could not be carried over exactly')
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg = Config.fromfile(args.config) if args.to == 'mmcv' else load_config(args.config)
+        converted, report = convert(cfg.to_dict(), args.to)
+    except (ConfigError, ValueError, FileNotFoundError, SyntaxError) as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 2
+    text = Config(converted).pretty_text
+    if args.out:
+        with open(args.out, 'w') as f:
+            f.write(text)
+    else:
+        print(text)
+    print(report.format(), file=sys.stderr)
+    if report.is_lossy and not args.allow_lossy:
+        print(f'error: {len(report.lossy_entries)} key(s) could not be converted exactly (see '
+              'above); pass --allow-lossy to accept the nearest translation', file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
