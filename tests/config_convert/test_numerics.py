@@ -117,14 +117,7 @@ ENGINE = {
 }
 
 
-# mtrain's LR hooks still follow optimizer updates under gradient accumulation; mmcv and
-# mmengine follow iterations. The change that fixes this is pending on another branch.
-PENDING = pytest.mark.xfail(reason='mtrain LR hooks count optimizer updates under '
-                            'gradient accumulation (fix pending on another branch)', strict=False)
-
-
-@pytest.mark.parametrize('name', [pytest.param(n, marks=PENDING) if n == 'gradient_accumulation'
-                                  else n for n in sorted(MMCV)])
+@pytest.mark.parametrize('name', sorted(MMCV))
 def test_mmcv_config_converted_runs_the_same_in_mmengine(name, tmp_path):
     mmcv = MMCV[name]
     engine, report = to_mmengine(mmcv)
