@@ -2,9 +2,10 @@
 
 from . import lr_updater, momentum_updater
 from .checkpoint import CheckpointHook
+from .closure import ClosureHook
 from .early_stopping import EarlyStoppingHook
 from .ema import EMAHook
-from .evaluation import EvalHook
+from .evaluation import DistEvalHook, EvalHook
 from .fp16 import Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook
 from .hook import STAGES, Hook
 from .iter_timer import IterTimerHook
@@ -15,12 +16,13 @@ from .nan_guard import NanGuardHook, NonFiniteLossError
 from .optimizer import GradientCumulativeOptimizerHook, OptimizerHook
 from .profiler import ProfilerHook
 from .sampler_seed import DistSamplerSeedHook
+from .sync_buffer import SyncBuffersHook
 from .torch_lr import TorchLrUpdaterHook
 
 __all__ = [
-    'STAGES', 'CheckpointHook', 'DistSamplerSeedHook', 'EarlyStoppingHook', 'EMAHook',
-    'EvalHook', 'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook',
+    'STAGES', 'CheckpointHook', 'ClosureHook', 'DistEvalHook', 'DistSamplerSeedHook',
+    'EarlyStoppingHook', 'EMAHook', 'EvalHook', 'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook',
     'GradientCumulativeOptimizerHook', 'Hook', 'IterTimerHook', 'LoggerHook',
     'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'ProfilerHook', 'ProgressBarHook',
-    'TensorboardLoggerHook', 'TextLoggerHook', 'TorchLrUpdaterHook'
+    'SyncBuffersHook', 'TensorboardLoggerHook', 'TextLoggerHook', 'TorchLrUpdaterHook'
 ] + lr_updater.__all__ + momentum_updater.__all__
