@@ -75,7 +75,8 @@ def _matches(name: str, declared: Sequence[str]) -> bool:
 
 def _suggest(name: str, candidates: Sequence[str]) -> str:
     """'Did you mean ...?' from the closest spellings, or the names ``name`` begins."""
-    plain = [c for c in candidates if '*' not in c and c not in ('kwargs', 'args')]
+    plain = list(dict.fromkeys(c for c in candidates
+                               if '*' not in c and c not in ('kwargs', 'args')))
     hits: List[str] = closest_names(name, plain) or [
         c for c in plain if c.lower().startswith(name.lower())][:3]
     if not hits:
@@ -88,7 +89,10 @@ def _listed(declared: Sequence[str]) -> str:
 
 
 def evaluate_kwargs(hook: Any, runner) -> Dict[str, Any]:
-    """``eval_kwargs``, plus ``out_dir`` (the work dir) and ``tag`` for an ``evaluate`` that plots."""
+    """``eval_kwargs``, plus ``out_dir`` (the work dir) and ``tag`` for an ``evaluate`` that plots.
+
+    ``out_dir``/``tag`` let a dataset write plots (a confusion matrix) per evaluation.
+    """
     evaluate = hook.dataloader.dataset.evaluate
     if runner.work_dir is None or 'out_dir' not in inspect.signature(evaluate).parameters:
         return dict(hook.eval_kwargs)

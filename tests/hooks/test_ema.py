@@ -32,7 +32,10 @@ class UpdateRecorder(Hook):
 
 
 def _expected_ema(weights, momentum, warm_up, interval=1):
-    """mmcv 1.x's formula: ema = (1 - m) ema + m param, m = min(momentum**interval, (1+t)/(warm_up+t))."""
+    """mmcv 1.x's formula: ema = (1 - m) ema + m param,
+
+    m = min(momentum ** interval, (1 + t) / (warm_up + t)).
+    """
     ema = dict(weights[0])
     for t, params in enumerate(weights[1:]):
         if t % interval:
@@ -152,7 +155,8 @@ def test_evaluation_uses_the_averaged_weights_when_asked(make_runner, toy_datase
 
 
 @pytest.mark.parametrize('kwargs, match', [
-    (dict(momentum=1.5), 'momentum'), (dict(interval=0), 'interval'), (dict(warm_up=-1), 'warm_up')])
+    (dict(momentum=1.5), 'momentum'), (dict(interval=0), 'interval'),
+    (dict(warm_up=-1), 'warm_up')])
 def test_bad_arguments_are_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         EMAHook(**kwargs)
