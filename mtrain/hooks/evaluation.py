@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ..evaluation.inference import gather, multi_gpu_test, single_gpu_test, uses_mmcv_contract
+from ..evaluation.inference import gather, multi_gpu_test, uses_mmcv_contract
 from ..registry import HOOKS
 from ..utils import ConfigError, broadcast_object
 from .eval_checks import check_eval_config, evaluate_kwargs
