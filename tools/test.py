@@ -39,8 +39,10 @@ def evaluate(args: argparse.Namespace) -> dict:
     device = cfg.get('device') or ('cuda' if torch.cuda.is_available() else 'cpu')
     runner = BaseRunner(build(cfg.model, MODELS, 'model').to(device), logger=logger)
     runner.load_checkpoint(args.checkpoint, strict=True, trusted=args.trust_checkpoint)
-    metric = args.metrics or (cfg.get('evaluation') or {}).get('metric', 'accuracy')
-    results = EvalHook(build_test_loader(cfg), metric=metric).evaluate(runner)
+    metric = args.metrics or (cfg.get('evaluation') or {}).get('metric')
+    hook = EvalHook(build_test_loader(cfg), **({} if metric is None else {'metric': metric}))
+    hook.evaluate(runner, hook.test(runner))  # the evaluation path of training
+    results = runner.eval_results
     if is_main_process():
         print(json.dumps(results))
     return results

@@ -7,7 +7,7 @@ from typing import Any, Dict, Sequence, Union
 import numpy as np
 import torch
 
-from ..evaluation import evaluate_classification
+from ..evaluation import CLASSIFICATION_METRICS, evaluate_classification
 from ..registry import DATASETS
 
 
@@ -32,6 +32,7 @@ class DigitsDataset(torch.utils.data.Dataset):
     """
 
     CLASSES = tuple(str(d) for d in range(10))
+    METRICS = CLASSIFICATION_METRICS  # checked against `evaluation` before training
 
     def __init__(self, split: str = 'train', val_fraction: float = 0.2,
                  classes: Union[Sequence[int], None] = None) -> None:

@@ -6,7 +6,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 
-from ..evaluation import confusion_matrix, evaluate_classification, save_confusion_matrix
+from ..evaluation import (CLASSIFICATION_METRICS, confusion_matrix, evaluate_classification,
+                          save_confusion_matrix)
 from ..utils import print_log
 
 
@@ -27,6 +28,8 @@ class ImageClassificationDataset(torch.utils.data.Dataset):
         pipeline: applied to each image (e.g. from :func:`build_pipeline`).
         classes: class names (default: ``dataset.classes`` when it exists).
     """
+
+    METRICS = CLASSIFICATION_METRICS  # checked against `evaluation` before training
 
     def __init__(self, dataset: Any, pipeline: Optional[Callable] = None,
                  classes: Optional[Sequence[str]] = None) -> None:

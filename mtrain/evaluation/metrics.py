@@ -6,7 +6,13 @@ from typing import Dict, Optional, Sequence, Union
 import torch
 
 #: Metric names ``evaluate_classification`` knows; any ``accuracy_top<k>`` works too.
-METRICS = ('accuracy', 'accuracy_top5', 'per_class')
+METRICS = ('accuracy', 'accuracy_top5', 'per_class', 'precision', 'recall')
+
+#: What a classification dataset declares as its ``METRICS`` (see
+#: :mod:`mtrain.hooks.eval_checks`): the ``metric`` names above and the keys
+#: they return, ``*`` for any text.
+CLASSIFICATION_METRICS = ('accuracy', 'accuracy_top*', 'per_class', 'precision', 'recall',
+                          'precision_*', 'recall_*')
 
 _TOPK = re.compile(r'accuracy_top(\d+)$')
 
@@ -72,7 +78,8 @@ def evaluate_classification(scores: torch.Tensor, labels: torch.Tensor,
         labels: ``(N,)`` integer labels.
         metric: ``'accuracy'`` (top-1), ``'accuracy_top<k>'`` (e.g.
             ``'accuracy_top5'``), ``'per_class'`` (precision/recall of each
-            class and their means) or a list of these.
+            class and their means), ``'precision'`` or ``'recall'`` (the
+            means only) or a list of these.
         class_names: names used in the ``per_class`` keys.
     """
     metrics = [metric] if isinstance(metric, str) else list(metric)
@@ -85,6 +92,8 @@ def evaluate_classification(scores: torch.Tensor, labels: torch.Tensor,
             results[name] = accuracy(scores, labels, int(topk.group(1)))
         elif name == 'per_class':
             results.update(per_class_precision_recall(scores, labels, class_names))
+        elif name in ('precision', 'recall'):
+            results[name] = per_class_precision_recall(scores, labels)[name]
         else:
             raise ValueError(f"unknown metric '{name}'; available: {', '.join(METRICS)} "
                              '(or accuracy_top<k> for any k)')

@@ -2,9 +2,10 @@
 
 from . import schedules
 from .checkpoint import CheckpointHook
+from .closure import ClosureHook
 from .early_stopping import EarlyStoppingHook
 from .ema import EMAHook
-from .evaluation import EvalHook
+from .evaluation import DistEvalHook, EvalHook
 from .fp16 import Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook
 from .hook import STAGES, Hook
 from .iter_timer import IterTimerHook
@@ -15,11 +16,12 @@ from .param_scheduler import ParamSchedulerHook
 from .profiler import ProfilerHook
 from .sampler_seed import DistSamplerSeedHook
 from .schedules import *  # noqa: F401,F403  (every LR / momentum policy, by mmcv name)
+from .sync_buffer import SyncBuffersHook
 
 __all__ = [
-    'STAGES', 'CheckpointHook', 'DistSamplerSeedHook', 'EarlyStoppingHook', 'EMAHook',
-    'EvalHook', 'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook',
-    'GradientCumulativeOptimizerHook', 'Hook', 'IterTimerHook', 'LoggerHook',
+    'STAGES', 'CheckpointHook', 'ClosureHook', 'DistEvalHook', 'DistSamplerSeedHook',
+    'EarlyStoppingHook', 'EMAHook', 'EvalHook', 'Fp16OptimizerHook',
+    'GradientCumulativeFp16OptimizerHook', 'GradientCumulativeOptimizerHook', 'Hook', 'IterTimerHook', 'LoggerHook',
     'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'ParamSchedulerHook', 'ProfilerHook',
-    'ProgressBarHook', 'TensorboardLoggerHook', 'TextLoggerHook'
+    'ProgressBarHook', 'SyncBuffersHook', 'TensorboardLoggerHook', 'TextLoggerHook'
 ] + schedules.__all__

@@ -13,12 +13,15 @@ from .hook import Hook
 class EMAHook(Hook):
     """Keep ``ema = (1 - m) * ema + m * param`` for every trainable parameter.
 
-    As mmcv 1.x's ``EMAHook``, with ``m = min(momentum, (1 + t) / (warm_up + t))``
-    at the ``t``-th update (from 0), so the average follows the weights
-    closely at first; updates happen every ``interval``-th update. Unlike
-    mmcv, ``t`` counts optimizer updates (``runner.num_updates``), not
-    iterations: accumulation micro-steps and skipped fp16 steps leave the
-    average alone. Buffers (BatchNorm statistics) are not averaged.
+    As mmcv 1.x's ``EMAHook``: updates happen every ``interval``-th update,
+    each with ``m = min(momentum ** interval, (1 + t) / (warm_up + t))`` at
+    the ``t``-th update (from 0), so the average follows the weights closely
+    at first and, once warmed up, an update every ``interval`` steps decays
+    as much as ``interval`` updates with ``momentum`` would. Unlike mmcv,
+    ``t`` counts optimizer updates (``runner.num_updates``), not iterations:
+    accumulation micro-steps and skipped fp16 steps leave the average alone
+    (the same numbers as mmcv whenever each iteration steps). Buffers
+    (BatchNorm statistics) are not averaged.
 
     The averages live in the hook and go into checkpoints through
     :meth:`state_dict` (``hooks.EMAHook.ema``), so a resumed run continues
@@ -35,11 +38,15 @@ class EMAHook(Hook):
         momentum: weight of the current parameters in each update (mmcv's
             convention: small means a long average). Default: 0.0002.
         interval: update the average every this many optimizer updates.
-        warm_up: updates over which ``m`` decays from 1 towards ``momentum``.
-        resume_from: a checkpoint whose averages (``hooks.EMAHook.ema``), or
-            failing that, whose model weights, start the average. (mmcv
-            resumed the whole run here; in mtrain use the top-level
-            ``resume_from``, which restores the averages too.)
+        warm_up: updates over which ``m`` decays towards ``momentum``; any
+            number >= 0, as mmcv (with 0, ``m`` is ``momentum ** interval``
+            from the first update on, where mmcv divides by zero).
+        resume_from: a checkpoint whose averages start the average: mtrain's
+            (``hooks.EMAHook.ema``), mmcv 1.x's (the ``ema_<name>`` buffers
+            its EMAHook adds to the model, dots as underscores), or failing
+            both its model weights. (mmcv resumed the whole run here; in
+            mtrain use the top-level ``resume_from``, which restores the
+            averages too.)
         evaluate_ema: evaluate with the averaged weights.
     """
 
@@ -47,15 +54,15 @@ class EMAHook(Hook):
     # (NORMAL, 50) saves, so a checkpoint holds the average of exactly its updates.
     priority = 45
 
-    def __init__(self, momentum: float = 0.0002, interval: int = 1, warm_up: int = 100,
+    def __init__(self, momentum: float = 0.0002, interval: int = 1, warm_up: float = 100,
                  resume_from: Optional[str] = None, evaluate_ema: bool = True) -> None:
         if not 0 < momentum < 1:
             raise ValueError(f'EMAHook momentum must be in (0, 1), got {momentum!r}')
         if not isinstance(interval, int) or interval <= 0:
             raise ValueError(f'EMAHook interval must be a positive integer, got {interval!r}')
-        if not isinstance(warm_up, int) or warm_up <= 0:
-            raise ValueError(f'EMAHook warm_up must be a positive integer, got {warm_up!r}')
-        self.momentum = momentum
+        if isinstance(warm_up, bool) or not isinstance(warm_up, (int, float)) or warm_up < 0:
+            raise ValueError(f'EMAHook warm_up must be a number >= 0, got {warm_up!r}')
+        self.momentum = momentum ** interval  # as mmcv: the decay of `interval` updates
         self.interval = interval
         self.warm_up = warm_up
         self.resume_from = resume_from
@@ -70,7 +77,7 @@ class EMAHook(Hook):
         self._params = {n: p for n, p in runner.model.module.named_parameters()
                         if p.requires_grad}
         start = self._loaded or (_load_averages(self.resume_from) if self.resume_from else {})
-        self.ema = {n: start.get(n, p.detach()).to(p.device, p.dtype, copy=True)
+        self.ema = {n: _start_value(start, n, p).to(p.device, p.dtype, copy=True)
                     for n, p in self._params.items()}
         self._loaded = {}
         self._seen_updates = runner.num_updates
@@ -82,7 +89,8 @@ class EMAHook(Hook):
         t = runner.num_updates - 1
         if t % self.interval != 0:
             return
-        m = min(self.momentum, (1 + t) / (self.warm_up + t))
+        m = self.momentum if self.warm_up + t == 0 else min(
+            self.momentum, (1 + t) / (self.warm_up + t))
         averages = list(self.ema.values())
         params = [self._params[n].detach() for n in self.ema]
         # ema += m * (param - ema) for all tensors in one fused kernel per device/dtype
@@ -122,8 +130,22 @@ class EMAHook(Hook):
             self._loaded = dict(averages)
 
 
+def mmcv_buffer_name(param_name: str) -> str:
+    """The buffer mmcv 1.x's EMAHook keeps the average of ``param_name`` in."""
+    return f"ema_{param_name.replace('.', '_')}"
+
+
+def _start_value(start: Dict[str, torch.Tensor], name: str,
+                 param: torch.Tensor) -> torch.Tensor:
+    """Where the average of ``name`` starts: mtrain's or mmcv's stored average, else the weights."""
+    for key in (mmcv_buffer_name(name), name):
+        if key in start:
+            return start[key]
+    return param.detach()
+
+
 def _load_averages(path: str) -> Dict[str, torch.Tensor]:
-    """The averages stored in checkpoint ``path``, or its model weights."""
+    """The averages stored in checkpoint ``path``; else its state dict (``ema_*`` or weights)."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'EMAHook resume_from={path!r} does not exist; give a checkpoint '
                                 'written by mtrain, or remove resume_from')

@@ -2,145 +2,305 @@
 
 Config (mmcv 1.x keys)::
 
-    evaluation = dict(interval=1, metric='accuracy', save_best='accuracy', rule='greater')
+    evaluation = dict(interval=1, metric='accuracy', save_best='auto')
+    # mmdet 2.x style, on 2 processes: results gathered through the process group
+    evaluation = dict(interval=1, metric='mAP', save_best='mAP', gpu_collect=True)
+
+The run uses :class:`DistEvalHook` when it is distributed and :class:`EvalHook`
+otherwise (as mmdet/mmseg's ``train_*`` functions choose); the keys only
+``DistEvalHook`` takes (``gpu_collect``, ``tmpdir``, ``broadcast_bn_buffer``)
+are dropped in one process, so one config runs both ways.
 """
 
-import inspect
 import os
 import os.path as osp
-from typing import Any, Dict, List, Optional, Sequence, Union
+import warnings
+from math import inf
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
+import torch.distributed as dist
+from torch.nn.modules.batchnorm import _BatchNorm
 
+from ..evaluation.inference import gather, multi_gpu_test, uses_mmcv_contract
 from ..registry import HOOKS
-from ..utils import ConfigError, broadcast_object, collect_results
-from ..utils.errors import did_you_mean
-from .hook import Hook, periodic_stages
+from ..utils import ConfigError, broadcast_object
+from .eval_checks import check_eval_config, evaluate_kwargs
+from .hook import Hook
+from .logger import LoggerHook
 
-_RULES = {'greater': lambda a, b: a > b, 'less': lambda a, b: a < b}
+#: The keys only DistEvalHook takes (dropped from `evaluation` in one process).
+DIST_ONLY_KEYS = ('gpu_collect', 'tmpdir', 'broadcast_bn_buffer')
 
 
 @HOOKS.register_module()
 class EvalHook(Hook):
-    """Run inference over ``dataloader`` and put the metrics in the log.
+    """Run inference over ``dataloader``, score it with ``dataset.evaluate``, log the metrics.
 
-    The dataset scores the predictions: ``dataset.evaluate(predictions,
-    metric=..., logger=...)`` returns ``{name: value}`` (the mmcls/mmdet 1.x
-    convention), so any dataset with that method can be evaluated. If its
-    ``evaluate`` has an ``out_dir`` argument it also gets the work dir and a
-    ``tag`` such as ``'epoch_3'``, to write plots (a confusion matrix) there.
+    Two evaluation contracts, one rule (:func:`mtrain.evaluation.uses_mmcv_contract`):
+
+    * a model whose ``forward`` takes ``return_loss`` (mmdet 2.x / mmseg 0.x /
+      mmcls 0.x) is called as ``model(return_loss=False, **data)`` (plus
+      ``rescale=True`` where its ``simple_test`` takes it) and its per-sample
+      results (any Python objects) are gathered into a list in dataset order;
+    * any other model follows mtrain's contract: the batch processor's eval
+      ``predictions`` tensors, concatenated in dataset order.
+
+    Either way each batch's results go to the CPU at once and the dataset
+    scores them: ``dataset.evaluate(results, logger=runner.logger,
+    **eval_kwargs)`` returns ``{name: value}`` (with ``out_dir`` and ``tag``
+    such as ``'epoch_3'`` too when its ``evaluate`` takes ``out_dir``, to
+    write plots). In a distributed run every rank scores its share, rank 0
+    evaluates and every rank gets the metrics (``runner.eval_results``).
+
+    The best checkpoint (``save_best``) is ``best_<key>_epoch_N.pth`` in
+    ``out_dir``; ``runner.meta['hook_msgs']`` holds ``best_score`` and
+    ``best_ckpt`` (also in every checkpoint), a resumed run continues from
+    them and removes the previous best file when it saves a new one.
 
     Args:
         dataloader: the val loader (built from ``data.val``).
+        start: evaluate from this epoch/iteration on; when it is at or before
+            the epoch/iteration training starts (or resumes) at, also once
+            before training. None: at every ``interval``.
         interval: epochs (or iterations) between evaluations.
         by_epoch: count epochs or iterations.
-        start: first epoch/iteration to evaluate at (default: the first interval).
-        metric: metric name(s) passed to ``dataset.evaluate``.
-        save_best: metric whose best value keeps ``best_<metric>_epoch_N.pth``
-            (one file at a time); ``'auto'`` takes the first metric.
-        rule: ``'greater'`` or ``'less'`` (default: greater, or less for
-            metrics with ``loss`` in the name).
+        save_best: the metric whose best value keeps a checkpoint; ``'auto'``
+            takes the first metric ``evaluate`` returns.
+        rule: ``'greater'`` or ``'less'``; None infers it from the key as
+            mmcv does (``greater_keys`` then ``less_keys``, exact match first,
+            then substring, case-insensitive).
+        test_fn: ``test_fn(model, dataloader)`` returning the results, to
+            replace the default inference.
+        greater_keys: keys for the ``'greater'`` rule (default: mmcv's
+            ``acc, top, AR@, auc, precision, mAP, mDice, mIoU, mAcc, aAcc``).
+        less_keys: keys for the ``'less'`` rule (default: ``loss``).
+        out_dir: folder of the best checkpoint: ``out_dir/<work dir's name>``
+            (default: the work dir).
+        file_client_args: accepted for mmcv compatibility; files are local.
+        **eval_kwargs: passed to ``dataset.evaluate`` (e.g. ``metric='mAP'``).
     """
 
     priority = 'LOW'
+    rule_map = {'greater': lambda x, y: x > y, 'less': lambda x, y: x < y}
+    init_value_map = {'greater': -inf, 'less': inf}
+    _default_greater_keys = ['acc', 'top', 'AR@', 'auc', 'precision', 'mAP', 'mDice', 'mIoU',
+                             'mAcc', 'aAcc']
+    _default_less_keys = ['loss']
+    # How a distributed run gathers results; DistEvalHook takes them as arguments.
+    gpu_collect = True
+    tmpdir: Optional[str] = None
+    broadcast_bn_buffer = False
 
-    def __init__(self, dataloader: Any, interval: int = 1, by_epoch: bool = True,
-                 start: Optional[int] = None, metric: Union[str, Sequence[str]] = 'accuracy',
-                 save_best: Optional[str] = None, rule: Optional[str] = None,
-                 **eval_kwargs) -> None:
+    def __init__(self, dataloader: Any, start: Optional[int] = None, interval: int = 1,
+                 by_epoch: bool = True, save_best: Optional[str] = None,
+                 rule: Optional[str] = None, test_fn: Optional[Callable] = None,
+                 greater_keys: Optional[Sequence[str]] = None,
+                 less_keys: Optional[Sequence[str]] = None, out_dir: Optional[str] = None,
+                 file_client_args: Optional[dict] = None, **eval_kwargs) -> None:
         if not isinstance(interval, int) or interval <= 0:
             raise ValueError(f'evaluation interval must be a positive integer, got {interval!r}')
-        if rule is not None and rule not in _RULES:
-            raise ValueError(f"evaluation rule must be 'greater' or 'less', got {rule!r}")
-        _check_eval_kwargs(dataloader, eval_kwargs)
+        if start is not None and (not isinstance(start, int) or start < 0):
+            raise ValueError(f'evaluation start must be an integer >= 0 or None, got {start!r}')
+        if not isinstance(by_epoch, bool):
+            raise ValueError(f'evaluation by_epoch must be True or False, got {by_epoch!r}')
+        if save_best is not None and not isinstance(save_best, str):
+            raise ValueError(f"evaluation save_best must be a metric name, 'auto' or None, "
+                             f'got {save_best!r}')
         self.dataloader = dataloader
+        self.start = start
         self.interval = interval
         self.by_epoch = by_epoch
-        self.start = start
-        self.metric = metric
-        self.eval_kwargs = eval_kwargs
         self.save_best = save_best
-        self.rule = rule
+        self.test_fn = test_fn
+        self.greater_keys = _key_list(greater_keys, self._default_greater_keys)
+        self.less_keys = _key_list(less_keys, self._default_less_keys)
+        self.out_dir = out_dir
+        self.eval_kwargs = eval_kwargs
+        self.initial_flag = True
+        self.rule: Optional[str] = None
+        self.key_indicator = save_best
+        check_eval_config(dataloader, eval_kwargs, save_best, type(self))
+        if save_best is not None:
+            self._init_rule(rule, save_best)
+        elif rule is not None and rule not in self.rule_map:
+            raise ConfigError(f"rule must be 'greater', 'less' or None, got {rule!r}",
+                              key='evaluation.rule')
         self.best_score: Optional[float] = None
         self.best_ckpt_path: Optional[str] = None
 
+    def _init_rule(self, rule: Optional[str], key: str) -> None:
+        """Pick the comparison for ``key``: mmcv's inference when ``rule`` is None."""
+        if rule is not None and rule not in self.rule_map:
+            raise ConfigError(f"rule must be 'greater', 'less' or None, got {rule!r}",
+                              key='evaluation.rule')
+        if rule is None and key != 'auto':
+            lowered = key.lower()
+            greater = [k.lower() for k in self.greater_keys]
+            less = [k.lower() for k in self.less_keys]
+            if lowered in greater:
+                rule = 'greater'
+            elif lowered in less:
+                rule = 'less'
+            elif any(k in lowered for k in greater):
+                rule = 'greater'
+            elif any(k in lowered for k in less):
+                rule = 'less'
+            else:
+                raise ConfigError(f"cannot tell whether a greater or a smaller '{key}' is "
+                                  "better; set evaluation.rule='greater' or 'less' (or list the "
+                                  'key in greater_keys/less_keys)', key='evaluation.rule')
+        self.rule = rule
+        self.key_indicator = key
+
+    # -- when -----------------------------------------------------------------
     def triggered_stages(self) -> List[str]:
-        return periodic_stages(self, self.by_epoch)
+        idle = ('before_train_iter', 'after_train_iter') if self.by_epoch else (
+            'before_train_epoch', 'after_train_epoch')
+        return [s for s in Hook.triggered_stages(self) if s not in idle]
+
+    def before_run(self, runner) -> None:
+        if not self.out_dir:
+            self.out_dir = runner.work_dir
+        elif runner.work_dir is not None and self.out_dir != runner.work_dir:
+            self.out_dir = osp.join(self.out_dir, osp.basename(runner.work_dir.rstrip(osp.sep)))
+            runner.logger.info(f'The best checkpoint will be saved to {self.out_dir}')
+        if self.save_best is None:
+            return
+        msgs = runner.meta.setdefault('hook_msgs', {})
+        # This hook's state (restored by a resume) wins; else what the meta holds.
+        if self.best_score is None:
+            self.best_score = msgs.get('best_score')
+        if self.best_ckpt_path is None:
+            self.best_ckpt_path = msgs.get('best_ckpt')
+        for key, value in (('best_score', self.best_score), ('best_ckpt', self.best_ckpt_path)):
+            if value is not None:
+                msgs[key] = value
+
+    def before_train_epoch(self, runner) -> None:
+        """Evaluate once before training when ``start`` <= the epoch it starts at (mmcv)."""
+        if self.initial_flag and self.start is not None and runner.epoch >= self.start:
+            self.after_train_epoch(runner)
+        self.initial_flag = False
+
+    def before_train_iter(self, runner) -> None:
+        if self.initial_flag and self.start is not None and runner.iter >= self.start:
+            self.after_train_iter(runner)
+        self.initial_flag = False
 
     def after_train_epoch(self, runner) -> None:
-        if self.by_epoch and self._due(runner.epoch + 1):
-            self.evaluate(runner)
+        if self._should_evaluate(runner):
+            self._do_evaluate(runner)
 
     def after_train_iter(self, runner) -> None:
-        if not self.by_epoch and self._due(runner.iter + 1):
-            self.evaluate(runner)
+        if not self._should_evaluate(runner):
+            return
+        # The loggers write this iteration's training line first, so the metrics
+        # get a line of their own ("mode": "val"), as in mmcv.
+        for hook in runner.hooks:
+            if isinstance(hook, LoggerHook):
+                hook.after_train_iter(runner)
+        runner.log_buffer.clear()
+        self._do_evaluate(runner)
 
-    def _due(self, progress: int) -> bool:
+    def _should_evaluate(self, runner) -> bool:
+        current = (runner.epoch if self.by_epoch else runner.iter) + 1
         if self.start is None:
-            return progress % self.interval == 0
-        return progress >= self.start and (progress - self.start) % self.interval == 0
+            return current % self.interval == 0
+        return current >= self.start and (current - self.start) % self.interval == 0
+
+    # -- what -----------------------------------------------------------------
+    def _do_evaluate(self, runner) -> None:
+        """Infer, score, log; keep the best checkpoint."""
+        runner.call_hook('before_evaluation')
+        results = self.test(runner)
+        key_score = self.evaluate(runner, results)
+        runner.call_hook('after_evaluation')
+        if self.save_best and key_score:  # mmcv skips a score of 0 (or None) too
+            self._save_ckpt(runner, key_score)
 
     @torch.no_grad()
-    def predict(self, runner) -> torch.Tensor:
-        """Predictions for every sample of the val set, in dataset order, on the CPU."""
+    def test(self, runner) -> Any:
+        """The whole val set's results on rank 0 (None on the other ranks), on the CPU."""
         was_training = runner.model.training
+        try:
+            if self.test_fn is not None:
+                runner.model.eval()
+                return self._run_test_fn(runner)
+            if uses_mmcv_contract(runner.model):
+                return multi_gpu_test(runner.model, self.dataloader, self._tmpdir(runner),
+                                      self.gpu_collect)
+            return self._predict(runner)
+        finally:
+            runner.model.train(was_training)
+
+    def _run_test_fn(self, runner) -> Any:
+        return self.test_fn(runner.model, self.dataloader)
+
+    def _predict(self, runner) -> Optional[torch.Tensor]:
+        """mtrain's contract: the processor's eval ``predictions``, one tensor."""
         runner.model.eval()
         chunks: List[torch.Tensor] = []
         for batch in self.dataloader:
             out = runner.batch_processor(runner, batch, train_mode=False)
-            chunks.append(out['predictions'].detach())
-        runner.model.train(was_training)
-        return collect_results(torch.cat(chunks), len(self.dataloader.dataset))
+            chunks.append(out['predictions'].detach().cpu())
+        return gather(torch.cat(chunks), len(self.dataloader.dataset), self._tmpdir(runner),
+                      self.gpu_collect)
 
-    def evaluate(self, runner) -> Dict[str, float]:
-        runner.call_hook('before_evaluation')
-        predictions = self.predict(runner)
-        results: Dict[str, float] = {}
+    def _tmpdir(self, runner) -> Optional[str]:
+        if self.tmpdir is not None or runner.work_dir is None or self.gpu_collect:
+            return self.tmpdir
+        return osp.join(runner.work_dir, '.eval_hook')
+
+    def evaluate(self, runner, results: Any) -> Optional[float]:
+        """Score ``results`` on rank 0, share the metrics, log them; the ``save_best`` score."""
+        metrics: Dict[str, Any] = {}
         if runner.rank == 0:
-            results = self.dataloader.dataset.evaluate(
-                predictions, metric=self.metric, logger=runner.logger,
-                **self._output_kwargs(runner), **self.eval_kwargs)
-        results = broadcast_object(results)
-        runner.log_buffer.output.update(results)
+            metrics = self.dataloader.dataset.evaluate(
+                results, logger=runner.logger, **evaluate_kwargs(self, runner))
+        metrics = dict(broadcast_object(metrics))
+        runner.log_buffer.output['eval_iter_num'] = len(self.dataloader)
+        runner.log_buffer.output.update(metrics)
         runner.log_buffer.ready = True
-        runner.eval_results = results
-        runner.call_hook('after_evaluation')
-        if self.save_best:
-            self._keep_best(runner, results)
-        return results
+        runner.eval_results = metrics
+        if self.save_best is None:
+            return None
+        if not metrics:
+            warnings.warn('the evaluation returned no metric: the best checkpoint is not '
+                          'updated this time')
+            return None
+        if self.key_indicator == 'auto':
+            self._init_rule(self.rule, next(iter(metrics)))
+        if self.key_indicator not in metrics:
+            raise KeyError(f"evaluation save_best='{self.key_indicator}' is not among the "
+                           f'metrics {sorted(metrics)}; set save_best to one of them')
+        return metrics[self.key_indicator]
 
-    def _output_kwargs(self, runner) -> Dict[str, str]:
-        """``out_dir`` (the work dir) and ``tag`` for datasets whose ``evaluate`` writes plots."""
-        evaluate = self.dataloader.dataset.evaluate
-        if runner.work_dir is None or 'out_dir' not in inspect.signature(evaluate).parameters:
-            return {}
-        unit, number = ('epoch', runner.epoch + 1) if self.by_epoch else ('iter', runner.iter + 1)
-        return {'out_dir': runner.work_dir, 'tag': f'{unit}_{number}'}
-
-    def _keep_best(self, runner, results: Dict[str, float]) -> None:
-        key = next(iter(results)) if self.save_best == 'auto' else self.save_best
-        if key not in results:
-            raise KeyError(f"evaluation save_best='{key}' is not among the metrics "
-                           f'{sorted(results)}; set save_best to one of them')
-        rule = self.rule or ('less' if 'loss' in key else 'greater')
-        score = results[key]
-        if self.best_score is not None and not _RULES[rule](score, self.best_score):
-            return
-        self.best_score = score
-        runner.meta.setdefault('hook_msgs', {})['best_score'] = score
-        if runner.work_dir is None:
+    def _save_ckpt(self, runner, key_score: float) -> None:
+        """Keep ``best_<key>_<epoch|iter>_N.pth`` if ``key_score`` beats the best so far."""
+        best = self.init_value_map[self.rule] if self.best_score is None else self.best_score
+        if not self.rule_map[self.rule](key_score, best):
             return
         unit, number = ('epoch', runner.epoch + 1) if self.by_epoch else ('iter', runner.iter + 1)
-        name = f'best_{key}_{unit}_{number}.pth'
-        previous = self.best_ckpt_path
+        self.best_score = key_score
+        msgs = runner.meta.setdefault('hook_msgs', {})
+        msgs['best_score'] = key_score
+        if self.out_dir is None:
+            return
+        name = f'best_{self.key_indicator}_{unit}_{number}.pth'
+        previous, self.best_ckpt_path = self.best_ckpt_path, osp.join(self.out_dir, name)
+        msgs['best_ckpt'] = self.best_ckpt_path  # in the best checkpoint's own meta too
+        if runner.rank == 0:
+            os.makedirs(self.out_dir, exist_ok=True)
         # Every rank calls it (a sharded FSDP model gathers its weights); rank 0 writes.
-        path = runner.save_checkpoint(runner.work_dir, filename_tmpl=name, create_symlink=False)
+        path = runner.save_checkpoint(self.out_dir, filename_tmpl=name, create_symlink=False)
         if path is None:
             return
-        self.best_ckpt_path = path
-        if previous and previous != self.best_ckpt_path and osp.isfile(previous):
+        if previous and previous != path and osp.isfile(previous):
             os.remove(previous)  # only once the new best is whole on disk
-        runner.logger.info(f'Now best checkpoint is saved as {name} ({key}: {score:.4f})')
+            runner.logger.info(f'The previous best checkpoint {previous} was removed')
+        runner.logger.info(f'Now best checkpoint is saved as {name}.')
+        runner.logger.info(f'Best {self.key_indicator} is {key_score:0.4f} at {number} {unit}.')
 
     def state_dict(self) -> Dict[str, Any]:
         return {'best_score': self.best_score, 'best_ckpt_path': self.best_ckpt_path}
@@ -150,17 +310,62 @@ class EvalHook(Hook):
         self.best_ckpt_path = state.get('best_ckpt_path')
 
 
-def _check_eval_kwargs(dataloader: Any, eval_kwargs: Dict[str, Any]) -> None:
-    """Extra ``evaluation`` keys go to ``dataset.evaluate``: reject those it does not take."""
-    evaluate = getattr(getattr(dataloader, 'dataset', None), 'evaluate', None)
-    if not eval_kwargs or evaluate is None:
-        return
-    params = inspect.signature(evaluate).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    known = list(inspect.signature(EvalHook).parameters) + list(params)
-    for name in eval_kwargs:
-        if name not in params:
-            raise ConfigError(f"'{name}' is neither an EvalHook option nor an argument of "
-                              f'{type(dataloader.dataset).__name__}.evaluate.'
-                              f'{did_you_mean(name, known)}', key=f'evaluation.{name}')
+@HOOKS.register_module()
+class DistEvalHook(EvalHook):
+    """:class:`EvalHook` for a distributed run, with mmcv's ``DistEvalHook`` options.
+
+    Each rank infers its ``DistributedSampler`` share; the shares are gathered
+    on rank 0 in dataset order. Config::
+
+        evaluation = dict(interval=1, metric='mAP', gpu_collect=True)
+
+    Args:
+        broadcast_bn_buffer: copy rank 0's BatchNorm ``running_mean`` and
+            ``running_var`` to every rank before inferring (DDP does not keep
+            them equal), so all shares are scored by one model.
+        tmpdir: a folder on a filesystem every rank sees, for
+            ``gpu_collect=False`` (default: ``<work_dir>/.eval_hook``).
+        gpu_collect: gather the pickled results through the process group
+            (over the GPUs under NCCL) instead of files in ``tmpdir``.
+        test_fn: ``test_fn(model, dataloader, tmpdir=..., gpu_collect=...)``
+            returning the gathered results on rank 0.
+        Other arguments: see :class:`EvalHook`.
+    """
+
+    def __init__(self, dataloader: Any, start: Optional[int] = None, interval: int = 1,
+                 by_epoch: bool = True, save_best: Optional[str] = None,
+                 rule: Optional[str] = None, test_fn: Optional[Callable] = None,
+                 greater_keys: Optional[Sequence[str]] = None,
+                 less_keys: Optional[Sequence[str]] = None, broadcast_bn_buffer: bool = True,
+                 tmpdir: Optional[str] = None, gpu_collect: bool = False,
+                 out_dir: Optional[str] = None, file_client_args: Optional[dict] = None,
+                 **eval_kwargs) -> None:
+        super().__init__(dataloader, start=start, interval=interval, by_epoch=by_epoch,
+                         save_best=save_best, rule=rule, test_fn=test_fn,
+                         greater_keys=greater_keys, less_keys=less_keys, out_dir=out_dir,
+                         file_client_args=file_client_args, **eval_kwargs)
+        self.broadcast_bn_buffer = broadcast_bn_buffer
+        self.tmpdir = tmpdir
+        self.gpu_collect = gpu_collect
+
+    def test(self, runner) -> Any:
+        if self.broadcast_bn_buffer and runner.world_size > 1:
+            for module in runner.model.modules():
+                if isinstance(module, _BatchNorm) and module.track_running_stats:
+                    dist.broadcast(module.running_var, 0)
+                    dist.broadcast(module.running_mean, 0)
+        return super().test(runner)
+
+    def _run_test_fn(self, runner) -> Any:
+        return self.test_fn(runner.model, self.dataloader, tmpdir=self._tmpdir(runner),
+                            gpu_collect=self.gpu_collect)
+
+
+def _key_list(keys: Optional[Sequence[str]], default: List[str]) -> List[str]:
+    if keys is None:
+        return list(default)
+    if isinstance(keys, str):
+        return [keys]
+    if not all(isinstance(k, str) for k in keys):
+        raise ValueError(f'greater_keys/less_keys must be strings, got {keys!r}')
+    return list(keys)

@@ -16,6 +16,7 @@ from mmengine.config import Config
 from .. import __version__
 from ..datasets import build_dataloader
 from ..hooks import DistSamplerSeedHook, EvalHook
+from ..hooks.evaluation import DIST_ONLY_KEYS
 from ..optim import build_optimizer
 from ..registry import (BATCH_PROCESSORS, DATASETS, HOOKS, MODEL_WRAPPERS, MODELS, RUNNERS,
                         TRANSFORMS, build)
@@ -92,9 +93,16 @@ def build_test_loader(cfg: Config, seed: Optional[int] = None) -> Any:
 
 
 def _eval_hook(cfg: Config, seed: Optional[int]) -> EvalHook:
+    """DistEvalHook in a distributed run, else EvalHook without DistEvalHook's own keys."""
     eval_cfg = dict(copy.deepcopy(cfg.evaluation))
     eval_cfg.setdefault('by_epoch', _runner_cfg(cfg)['type'] != 'IterBasedRunner')
-    return build(dict(type='EvalHook', **eval_cfg), HOOKS, 'evaluation',
+    if get_dist_info()[1] > 1:
+        eval_cfg.setdefault('type', 'DistEvalHook')
+    else:
+        for key in DIST_ONLY_KEYS:  # one config runs on 1 and on N processes
+            eval_cfg.pop(key, None)
+    eval_cfg.setdefault('type', 'EvalHook')
+    return build(eval_cfg, HOOKS, 'evaluation',
                  default_args=dict(dataloader=_loader(cfg, 'val', seed)))
 
 

@@ -105,32 +105,6 @@ def max_over_ranks(value: int) -> int:
     return int(tensor)
 
 
-def collect_results(part: torch.Tensor, size: int) -> torch.Tensor:
-    """Every rank's predictions, in dataset order, without sampler padding.
-
-    Assumes each rank evaluated ``DistributedSampler(shuffle=False)``'s share
-    (rank r holds samples r, r+W, r+2W, ...; all shares padded to one length),
-    so interleaving the gathered shares restores the dataset order and the
-    first ``size`` rows are each sample exactly once.
-    """
-    rank, world_size = get_dist_info()
-    if world_size == 1:
-        return part[:size].cpu()
-    device = comm_device()
-    lengths = [torch.zeros(1, dtype=torch.long, device=device) for _ in range(world_size)]
-    dist.all_gather(lengths, torch.tensor([len(part)], device=device))
-    lengths = [int(n) for n in lengths]
-    if len(set(lengths)) != 1 or lengths[0] * world_size < size:
-        raise RuntimeError(
-            f'[collect_results] ranks hold {lengths} predictions for {size} samples; expected '
-            f'{-(-size // world_size)} on every rank, as DistributedSampler(shuffle=False, '
-            'drop_last=False) gives. Evaluate with the loader mtrain builds for data.val/test.')
-    gathered = [torch.empty_like(part, device=device) for _ in range(world_size)]
-    dist.all_gather(gathered, part.to(device).contiguous())
-    ordered = torch.stack(gathered, dim=1).reshape(-1, *part.shape[1:])
-    return ordered[:size].cpu()
-
-
 def broadcast_object(obj: Any, src: int = 0) -> Any:
     """``obj`` as rank ``src`` has it, on every rank."""
     if get_dist_info()[1] == 1:

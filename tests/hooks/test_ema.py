@@ -32,12 +32,15 @@ class UpdateRecorder(Hook):
 
 
 def _expected_ema(weights, momentum, warm_up, interval=1):
-    """mmcv 1.x's formula: ema = (1 - m) ema + m param, m = min(momentum, (1+t)/(warm_up+t))."""
+    """mmcv 1.x's formula: ema = (1 - m) ema + m param,
+
+    m = min(momentum ** interval, (1 + t) / (warm_up + t)).
+    """
     ema = dict(weights[0])
     for t, params in enumerate(weights[1:]):
         if t % interval:
             continue
-        m = min(momentum, (1 + t) / (warm_up + t))
+        m = min(momentum ** interval, (1 + t) / (warm_up + t))
         ema = {n: (1 - m) * ema[n] + m * params[n] for n in ema}
     return ema
 
@@ -152,7 +155,61 @@ def test_evaluation_uses_the_averaged_weights_when_asked(make_runner, toy_datase
 
 
 @pytest.mark.parametrize('kwargs, match', [
-    (dict(momentum=1.5), 'momentum'), (dict(interval=0), 'interval'), (dict(warm_up=0), 'warm_up')])
+    (dict(momentum=1.5), 'momentum'), (dict(interval=0), 'interval'),
+    (dict(warm_up=-1), 'warm_up')])
 def test_bad_arguments_are_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         EMAHook(**kwargs)
+
+
+class _Ramp(torch.nn.Module):
+    """One weight w; loss -w, so each SGD step (lr 1) adds exactly 1: w = number of updates."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, img, gt_label=None):
+        return {'loss': -self.w + 0 * img.sum()}
+
+
+@pytest.mark.parametrize('interval, warm_up, expected', [
+    # m = min(0.5 ** 2, (1 + t) / (1 + t)) = 0.25 at updates t = 0, 2, 4 (w = 1, 3, 5):
+    # 0.75 * 0 + 0.25 * 1 = 0.25;  0.75 * 0.25 + 0.25 * 3 = 0.9375;  0.75 * 0.9375 + 1.25
+    (2, 1, 1.953125),
+    # interval 1, warm_up 3: m = min(0.5, (1+t)/(3+t)) = 1/3, 1/2, 1/2, ... (w = t + 1)
+    # 2/3 * 0 + 1/3 = 1/3;  then ema = (ema + w) / 2: (1/3 + 2)/2 = 7/6, (7/6 + 3)/2 = 25/12,
+    # (25/12 + 4)/2 = 73/24, (73/24 + 5)/2 = 193/48, (193/48 + 6)/2 = 481/96
+    (1, 3, 481 / 96),
+    (2, 0, 1.953125),  # warm_up 0: momentum ** interval from the first update
+])
+def test_momentum_to_the_power_of_interval_by_hand(make_runner, toy_loader, interval, warm_up,
+                                                    expected):
+    runner = make_runner(model=_Ramp(), by_epoch=False, max_len=6, lr=1.0)
+    runner.register_hook(OptimizerHook())
+    ema = EMAHook(momentum=0.5, interval=interval, warm_up=warm_up)
+    runner.register_hook(ema)
+    runner.run([toy_loader], [('train', 1)])
+    assert runner.model.module.w.item() == 6
+    assert ema.ema['w'].item() == pytest.approx(expected, abs=1e-6)
+
+
+def test_an_mmcv_checkpoint_with_ema_buffers_starts_the_average(make_runner, toy_loader,
+                                                                 tmp_path):
+    # What mmcv 1.x's EMAHook leaves in a checkpoint: `ema_<name, dots as underscores>`
+    # buffers beside the weights, in the model's state dict.
+    model = make_runner().model.module
+    weights = {n: p.detach().clone() for n, p in model.named_parameters()}
+    averages = {f"ema_{n.replace('.', '_')}": torch.full_like(p, 0.25)
+                for n, p in weights.items()}
+    path = str(tmp_path / 'mmcv_epoch_12.pth')
+    torch.save({'meta': {'epoch': 12, 'iter': 1200, 'mmcv_version': '1.7.2'},
+                'state_dict': {**weights, **averages}}, path)
+    runner = make_runner(by_epoch=False, max_len=1)
+    hook = EMAHook(resume_from=path)
+    runner.register_hook(hook)
+    runner.call_hook('before_run')
+    assert hook.ema.keys() == weights.keys()
+    assert all(torch.equal(v, torch.full_like(v, 0.25)) for v in hook.ema.values())
+    # and mtrain's own state still goes into (and comes from) checkpoints
+    assert torch.equal(hook.state_dict()['ema']['fc1.weight'], averages['ema_fc1_weight'])

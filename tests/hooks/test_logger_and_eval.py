@@ -56,18 +56,30 @@ def test_eval_hook_scores_every_sample_and_keeps_one_best_checkpoint(make_runner
     hook = EvalHook(val_loader, metric=['accuracy', 'per_class'], save_best='accuracy')
     runner.register_hook(hook, 'LOW')
     runner.run([toy_loader], [('train', 1)])
-    predictions = hook.predict(runner)
-    assert predictions.shape == (64, 3)
+    predictions = hook.test(runner)
+    assert predictions.shape == (64, 3) and predictions.device.type == 'cpu'
     expected = (predictions.argmax(1) == toy_dataset.y).float().mean().item()
-    assert hook.evaluate(runner)['accuracy'] == pytest.approx(expected)
+    assert hook.evaluate(runner, predictions) == pytest.approx(expected)
+    assert runner.eval_results['accuracy'] == pytest.approx(expected)
     best = [n for n in os.listdir(tmp_path) if n.startswith('best_')]
     assert len(best) == 1 and best[0].startswith('best_accuracy_epoch_')
     assert hook.state_dict()['best_score'] == max(hook.best_score, expected)
 
 
-def test_eval_interval_and_start():
-    hook = EvalHook(None, interval=2, start=3)
-    assert [e for e in range(1, 10) if hook._due(e)] == [3, 5, 7, 9]
-    assert [e for e in range(1, 7) if EvalHook(None, interval=2)._due(e)] == [2, 4, 6]
+def test_eval_interval_and_start(toy_dataset):
+    loader = build_dataloader(toy_dataset, 16, 0, shuffle=False)
+
+    def due(hook, n):
+        return [e for e in range(1, n) if hook._should_evaluate(_At(e - 1))]
+
+    assert due(EvalHook(loader, interval=2, start=3), 10) == [3, 5, 7, 9]
+    assert due(EvalHook(loader, interval=2), 7) == [2, 4, 6]
     with pytest.raises(ValueError, match='rule'):
-        EvalHook(None, rule='bigger')
+        EvalHook(loader, rule='bigger')
+
+
+class _At:
+    """Just the counters ``_should_evaluate`` reads."""
+
+    def __init__(self, n):
+        self.epoch = self.iter = n

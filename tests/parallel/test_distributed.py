@@ -124,8 +124,9 @@ class _Echo(nn.Module):
 def _eval_job(rank, n, out_dir):
     runner = BaseRunner(MTDistributedDataParallel(_Echo()), logger=get_logger())
     hook = EvalHook(build_dataloader(_IndexDataset(n), 4, 0, shuffle=False))
-    predictions = hook.predict(runner)
-    results = hook.evaluate(runner)
+    predictions = hook.test(runner)  # rank 0 gathers them; the others get None
+    hook.evaluate(runner, predictions)
+    results = runner.eval_results
     torch.save({'predictions': predictions, 'results': results},
                os.path.join(out_dir, f'rank{rank}.pt'))
 
@@ -136,7 +137,10 @@ def test_evaluation_over_two_ranks_scores_an_odd_dataset_once_per_sample(tmp_pat
     assert codes == [0, 0]
     for rank in (0, 1):
         result = torch.load(tmp_path / f'rank{rank}.pt', weights_only=True)
-        assert result['predictions'].flatten().tolist() == [float(i) for i in range(n)]
+        if rank == 0:
+            assert result['predictions'].flatten().tolist() == [float(i) for i in range(n)]
+        else:
+            assert result['predictions'] is None
         assert result['results'] == {'count': n, 'sum': n * (n - 1) / 2}
 
 

@@ -1,0 +1,100 @@
+"""The ``evaluation`` config checked when the hook is built, before the first iteration.
+
+A typo in ``metric`` or ``save_best``, or a val dataset without ``evaluate``,
+would otherwise surface after a whole epoch of training. A dataset can declare
+what it computes in a class attribute ``METRICS``: the names its ``evaluate``
+accepts as ``metric`` and returns as keys (``*`` matches any text, as in
+``fnmatch``)::
+
+    class MyDataset(Dataset):
+        METRICS = ('mAP', 'AP50', 'recall@*')
+
+        def evaluate(self, results, metric='mAP', logger=None):
+            ...
+
+Without ``METRICS`` only the presence of ``evaluate`` and its arguments are
+checked.
+"""
+
+import fnmatch
+import inspect
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..utils import ConfigError
+from ..utils.errors import closest_names
+
+
+def check_eval_config(dataloader: Any, eval_kwargs: Dict[str, Any], save_best: Optional[str],
+                      hook_cls: type) -> None:
+    """Raise :class:`ConfigError` naming the ``evaluation`` key that cannot work."""
+    dataset = getattr(dataloader, 'dataset', None)
+    evaluate = getattr(dataset, 'evaluate', None)
+    name = type(dataset).__name__
+    if not callable(evaluate):
+        raise ConfigError(
+            f'the val dataset {name} has no evaluate(results, logger=None, **kwargs) method, '
+            'which `evaluation` needs to score the model. Give the dataset one that returns '
+            '{metric name: value}, or set evaluation=None to train without evaluating.',
+            key='evaluation')
+    _check_arguments(evaluate, eval_kwargs, name, hook_cls)
+    declared = getattr(dataset, 'METRICS', None)
+    if declared is None:
+        return
+    metric = eval_kwargs.get('metric')
+    requested = [] if metric is None else [metric] if isinstance(metric, str) else list(metric)
+    for metric_name in requested:
+        if not _matches(metric_name, declared):
+            raise ConfigError(f"{name} computes no metric '{metric_name}'."
+                              f'{_suggest(metric_name, declared)} Known: {_listed(declared)}.',
+                              key='evaluation.metric')
+    if save_best not in (None, 'auto') and save_best not in requested \
+            and not _matches(save_best, declared):
+        raise ConfigError(f"save_best='{save_best}' is not a metric {name} returns."
+                          f'{_suggest(save_best, list(declared) + requested)} Known: '
+                          f"{_listed(declared)}, or 'auto' (the first metric).",
+                          key='evaluation.save_best')
+
+
+def _check_arguments(evaluate: Any, eval_kwargs: Dict[str, Any], dataset_name: str,
+                     hook_cls: type) -> None:
+    """Extra ``evaluation`` keys go to ``dataset.evaluate``: reject those it does not take."""
+    params = inspect.signature(evaluate).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    known = list(inspect.signature(hook_cls).parameters) + list(params)
+    for key in eval_kwargs:
+        if key not in params:
+            raise ConfigError(f"'{key}' is neither an {hook_cls.__name__} option nor an "
+                              f'argument of {dataset_name}.evaluate.{_suggest(key, known)}',
+                              key=f'evaluation.{key}')
+
+
+def _matches(name: str, declared: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in declared)
+
+
+def _suggest(name: str, candidates: Sequence[str]) -> str:
+    """'Did you mean ...?' from the closest spellings, or the names ``name`` begins."""
+    plain = list(dict.fromkeys(c for c in candidates
+                               if '*' not in c and c not in ('kwargs', 'args')))
+    hits: List[str] = closest_names(name, plain) or [
+        c for c in plain if c.lower().startswith(name.lower())][:3]
+    if not hits:
+        return ''
+    return ' Did you mean ' + ' or '.join(f"'{h}'" for h in hits) + '?'
+
+
+def _listed(declared: Sequence[str]) -> str:
+    return ', '.join(f"'{d}'" for d in declared)
+
+
+def evaluate_kwargs(hook: Any, runner) -> Dict[str, Any]:
+    """``eval_kwargs``, plus ``out_dir`` (the work dir) and ``tag`` for an ``evaluate`` that plots.
+
+    ``out_dir``/``tag`` let a dataset write plots (a confusion matrix) per evaluation.
+    """
+    evaluate = hook.dataloader.dataset.evaluate
+    if runner.work_dir is None or 'out_dir' not in inspect.signature(evaluate).parameters:
+        return dict(hook.eval_kwargs)
+    unit, number = ('epoch', runner.epoch + 1) if hook.by_epoch else ('iter', runner.iter + 1)
+    return {'out_dir': runner.work_dir, 'tag': f'{unit}_{number}', **hook.eval_kwargs}
