@@ -79,6 +79,8 @@ def _loader(cfg: Config, split: str, seed: Optional[int]) -> Any:
     args.update(data.get(f'{split}_dataloader', {}))
     try:
         return build_dataloader(build_dataset(cfg, split), seed=seed, **args)
+    except ConfigError:
+        raise  # already names its key (data.<split>.<arg>)
     except (TypeError, ValueError) as e:
         raise ConfigError(str(e), key=f'data.{split}_dataloader') from e
 
