@@ -250,9 +250,7 @@ def check_config(cfg: Config, path: Optional[str] = None,
                           "type='AdamW', lr=1e-3)", key='_delete_', filename=path)
 
     def origin(name: str) -> Optional[str]:
-        hit = any(k == name or k.startswith(name + '.') or name.startswith(k + '.')
-                  for k in cfg_options or {})
-        return '--cfg-options' if hit else path
+        return source_of(name, cfg_options, path)
 
     for key in cfg.keys():
         if key in KNOWN_KEYS or key.startswith('_'):
@@ -271,6 +269,17 @@ def check_config(cfg: Config, path: Optional[str] = None,
                 raise ConfigError(f"unknown key '{key}' in data.{did_you_mean(key, DATA_KEYS)} "
                                   f"Known keys: {', '.join(DATA_KEYS)}.", key=f'data.{key}',
                                   filename=origin(f'data.{key}'))
+
+
+def source_of(key: Optional[str], cfg_options: Optional[Dict[str, Any]],
+              path: Optional[str]) -> Optional[str]:
+    """``'--cfg-options'`` when an option set ``key`` (or a node above or below it), else ``path``.
+
+    So that an error in a value typed on the command line is not blamed on the file.
+    """
+    hit = key is not None and any(k == key or k.startswith(key + '.') or key.startswith(k + '.')
+                                  for k in cfg_options or {})
+    return '--cfg-options' if hit else path
 
 
 def parse_cfg_options(items: List[str]) -> Dict[str, Any]:

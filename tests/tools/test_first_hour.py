@@ -1,0 +1,155 @@
+"""A newcomer's first hour (issue 17): each trap, as tools/train.py shows it to a user."""
+
+import argparse
+import logging
+import os
+import shlex
+import textwrap
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DIGITS = os.path.join(ROOT, 'configs', 'digits', 'lenet_digits.py')
+
+USER_MODULE = """
+import torch
+from torch import nn
+from mtrain.registry import DATASETS, MODELS
+from mtrain.datasets import DigitsDataset
+
+
+@DATASETS.register_module(force=True)
+class BareTensorDigits(DigitsDataset):
+    def __getitem__(self, i):
+        return super().__getitem__(i)['img']
+
+
+@MODELS.register_module(force=True)
+class CeOnlyNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, img, gt_label=None):
+        logits = self.fc(img.flatten(1))
+        if self.training:
+            return {'ce': nn.functional.cross_entropy(logits, gt_label)}
+        return logits
+"""
+
+
+@pytest.fixture
+def user_config(tmp_path, monkeypatch):
+    """``user_config(name, body)``: a config over the digits demo importing a user module."""
+    module = f'first_hour_{os.path.basename(tmp_path)}'.replace('-', '_')
+    (tmp_path / f'{module}.py').write_text(USER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def make(body: str) -> str:
+        path = tmp_path / 'user_cfg.py'
+        path.write_text(f"_base_ = ['{DIGITS}']\ncustom_imports = dict(imports=['{module}'])\n"
+                        + textwrap.dedent(body))
+        return str(path)
+    return make
+
+
+def _train(train_tool, config, work_dir, *options):
+    argv = [config, '--work-dir', str(work_dir)]
+    return train_tool.main(argv + (['--cfg-options', *options] if options else []))
+
+
+def _no_training_happened(work_dir):
+    return not [n for n in os.listdir(work_dir) if n.endswith('.pth')]
+
+
+def test_iter_based_runner_with_max_epochs_fails_before_training(train_tool, tmp_path, capsys):
+    assert _train(train_tool, DIGITS, tmp_path, 'runner.type=IterBasedRunner') == 2
+    err = capsys.readouterr().err
+    assert 'key `runner.max_epochs`' in err and 'max_iters=450' in err
+    assert 'Traceback' not in err and _no_training_happened(tmp_path)
+
+
+def test_num_classes_below_the_dataset_classes_fails_before_training(train_tool, tmp_path,
+                                                                     capsys):
+    assert _train(train_tool, DIGITS, tmp_path, 'model.num_classes=5') == 2
+    err = capsys.readouterr().err
+    assert 'key `model.num_classes`' in err and 'has 10' in err and 'model.num_classes=10' in err
+    assert 'Traceback' not in err and _no_training_happened(tmp_path)
+
+
+def test_a_bare_tensor_dataset_is_blamed_not_the_model(train_tool, tmp_path, user_config, capsys):
+    config = user_config("data = dict(train=dict(type='BareTensorDigits'))\n")
+    assert _train(train_tool, config, tmp_path) == 2
+    err = capsys.readouterr().err
+    assert 'key `data.train`' in err and 'BareTensorDigits[0] is a bare tensor' in err
+    assert 'needs gt_label' not in err and _no_training_happened(tmp_path)
+
+
+def test_a_model_returning_no_loss_key_is_a_clear_error(train_tool, tmp_path, user_config,
+                                                        capsys):
+    config = user_config("model = dict(_delete_=True, type='CeOnlyNet')\n")
+    assert _train(train_tool, config, tmp_path) == 2
+    err = capsys.readouterr().err
+    assert "key `model`: in train mode the model returned no entry whose key contains 'loss'" \
+        in err and "['ce']" in err and 'Traceback' not in err
+
+
+def test_deterministic_in_the_config_is_what_the_log_says(train_tool, tmp_path, caplog):
+    with caplog.at_level(logging.INFO):
+        assert _train(train_tool, DIGITS, tmp_path, 'deterministic=True',
+                      'runner.max_epochs=1', 'evaluation=None') == 0
+    assert 'deterministic: True' in caplog.text
+
+
+def test_a_nested_cfg_options_typo_is_blamed_on_the_flag(train_tool, tmp_path, capsys):
+    assert _train(train_tool, DIGITS, tmp_path, 'runner.max_epoch=3') == 2
+    err = capsys.readouterr().err
+    assert "error: --cfg-options, key `runner.max_epoch`" in err
+    assert "Did you mean 'max_epochs'?" in err
+
+
+def test_dataset_argument_errors_name_their_key_once(train_tool, tmp_path, capsys):
+    assert _train(train_tool, DIGITS, tmp_path, 'data.train.n=64') == 2
+    err = capsys.readouterr().err
+    assert 'key `data.train.n`' in err and 'data.train_dataloader' not in err
+
+
+def test_the_run_ends_with_a_summary(train_tool, tmp_path, caplog):
+    with caplog.at_level(logging.INFO):
+        assert _train(train_tool, DIGITS, tmp_path, 'runner.max_epochs=2',
+                      'evaluation.save_best=accuracy') == 0
+    messages = [r.getMessage() for r in caplog.records if r.name == 'mtrain']
+    summary = messages[messages.index(next(m for m in messages if m.startswith('Finished:'))):]
+    assert summary == messages[-len(summary):]  # the last lines
+    text = '\n'.join(summary)
+    assert f'Work dir: {tmp_path}' in text and 'last evaluation: accuracy' in text
+    assert 'best accuracy: ' in text and 'at epoch' in text
+    assert f'best checkpoint (accuracy): {tmp_path}/best_accuracy_epoch_' in text
+    assert f'last checkpoint: {tmp_path}/epoch_2.pth' in text
+    longer = shlex.split(text.split('train longer: ', 1)[1].splitlines()[0])
+    assert '--auto-resume' in longer and 'runner.max_epochs=<more>' in longer
+    assert longer.count('runner.max_epochs=2') == 0 and str(tmp_path) in longer
+    assert 'plot: python ' in text and '.log.json --keys loss accuracy' in text
+
+
+def test_the_resume_command_keeps_every_argument_of_the_run(train_tool):
+    args = train_tool.parse_args([DIGITS, '--seed', '3', '--no-validate', '--cfg-options',
+                                  'optimizer.lr=0.01', "custom_hooks=[dict(type='EMAHook')]"])
+    args.work_dir = 'work_dirs/mine'
+    command = shlex.split(train_tool.resume_command(args))
+    assert command[1].endswith('train.py') and command[2] == DIGITS
+    assert command[command.index('--work-dir') + 1] == 'work_dirs/mine'
+    assert command[command.index('--seed') + 1] == '3' and '--no-validate' in command
+    assert '--auto-resume' in command
+    assert command[-2:] == ['optimizer.lr=0.01', "custom_hooks=[dict(type='EMAHook')]"]
+    assert isinstance(args, argparse.Namespace)
+
+
+def test_registry_messages_name_the_registry_and_only_user_arguments(train_tool, tmp_path,
+                                                                      capsys):
+    assert _train(train_tool, DIGITS, tmp_path, 'optimizer.type=SGDD') == 2
+    err = capsys.readouterr().err
+    assert '<REGISTRY>' not in err and '@OPTIMIZERS.register_module()' in err
+    assert _train(train_tool, DIGITS, tmp_path, 'runner.max_epoch=3') == 2
+    accepted = capsys.readouterr().err.split('Accepted: ', 1)[1].split('.\n')[0].split(', ')
+    assert accepted == ['max_epochs', 'max_iters']  # no model, optimizer, logger, ... and once
