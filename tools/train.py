@@ -40,6 +40,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='allow loading checkpoints that hold arbitrary pickled objects '
                         '(only for files you trust: loading them can run code)')
     parser.add_argument('--debug', action='store_true', help='show tracebacks for config errors')
+    parser.add_argument('--check-config', action='store_true',
+                        help='only read and check the config and --cfg-options, then exit '
+                        '(tools/dist_train.sh runs this first, so a config error is one line '
+                        "rather than torchrun's report of failed processes)")
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
                         help='how the processes were started: none (one process), pytorch '
                         '(torchrun, see tools/dist_train.sh) or slurm (srun, see '
@@ -57,6 +61,8 @@ def resolve_work_dir(args: argparse.Namespace, cfg) -> str:
 
 def train(args: argparse.Namespace) -> None:
     cfg = load_config(args.config, parse_cfg_options(args.cfg_options))
+    if args.check_config:
+        return
     work_dir = args.work_dir = resolve_work_dir(args, cfg)  # the resume hint names it
     for key, value in (('resume_from', args.resume_from), ('load_from', args.load_from)):
         if value is not None:
@@ -102,7 +108,10 @@ def summary_lines(runner, args: argparse.Namespace) -> List[str]:
     if evals:
         last = evals[-1]
         lines.append('  last evaluation: ' + ', '.join(f'{k} {_fmt(v)}' for k, v in _metrics(last)))
-        for key, _ in _metrics(last):
+        eval_hook = hooks.get('EvalHook')
+        key = getattr(eval_hook, 'save_best', None)
+        key = key if key in last else _metrics(last)[0][0] if _metrics(last) else None
+        if key is not None:  # one metric: the one save_best follows, else the first
             best = max(evals, key=lambda r: _score(key, r))
             where = f"epoch {best['epoch']}" if runner.max_epochs else f"iteration {best['iter']}"
             lines.append(f'  best {key}: {_fmt(best.get(key))} at {where}')
@@ -206,6 +215,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         train(args)
+        if args.check_config:
+            return 0
     except (ConfigError, CheckpointError) as e:
         report_failure(e)  # distributed: the other ranks stop now, naming this error
         if args.debug:

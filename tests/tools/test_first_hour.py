@@ -1,9 +1,16 @@
 """A newcomer's first hour (issue 17): each trap, as tools/train.py shows it to a user."""
 
 import argparse
+import fcntl
+import json
 import logging
 import os
+import pty
 import shlex
+import struct
+import subprocess
+import sys
+import termios
 import textwrap
 
 import pytest
@@ -153,3 +160,57 @@ def test_registry_messages_name_the_registry_and_only_user_arguments(train_tool,
     assert _train(train_tool, DIGITS, tmp_path, 'runner.max_epoch=3') == 2
     accepted = capsys.readouterr().err.split('Accepted: ', 1)[1].split('.\n')[0].split(', ')
     assert accepted == ['max_epochs', 'max_iters']  # no model, optimizer, logger, ... and once
+
+
+def _run_in(terminal: bool, work_dir) -> str:
+    """tools/train.py for one epoch, its stderr a pseudo-terminal or a pipe; what it wrote."""
+    cmd = [sys.executable, os.path.join(ROOT, 'tools', 'train.py'), DIGITS, '--work-dir',
+           str(work_dir), '--cfg-options', 'runner.max_epochs=1', 'evaluation=None']
+    if not terminal:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300).stderr
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack('HHHH', 24, 120, 0, 0))  # 0x0 otherwise
+    proc = subprocess.Popen(cmd, stdout=slave, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=300)
+    os.close(master)
+    return b''.join(chunks).decode(errors='replace')
+
+
+def test_a_progress_bar_on_a_terminal_and_plain_lines_elsewhere(tmp_path):
+    shown = _run_in(True, tmp_path / 'tty')
+    assert '45/45' in shown and 'it/s' in shown and '\r' in shown  # a tqdm bar, redrawn
+    assert 'Epoch [1][40/45]' in shown  # the log lines, above it
+    plain = _run_in(False, tmp_path / 'pipe')
+    assert '\r' not in plain and 'progress: 45/45 iters (100.0%)' in plain
+    assert 'Epoch [1][40/45]' in plain
+
+
+def test_dist_train_sh_reports_a_config_error_in_one_line(tmp_path):
+    env = dict(os.environ, PYTHON=sys.executable)
+    proc = subprocess.run([os.path.join(ROOT, 'tools', 'dist_train.sh'), DIGITS, '2', '--work-dir',
+                           str(tmp_path), '--cfg-options', 'lr_confg.policy=step'], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert "Did you mean 'lr_config'?" in lines[0] and len(lines) == 2, proc.stderr
+    assert 'ChildFailedError' not in proc.stderr
+
+
+def test_an_epoch_shorter_than_the_log_interval_still_logs_its_loss(train_tool, tmp_path):
+    assert _train(train_tool, DIGITS, tmp_path, 'data.samples_per_gpu=512', 'runner.max_epochs=2',
+                  'evaluation=None') == 0  # 3 iterations per epoch, log interval 10
+    [log] = [n for n in os.listdir(tmp_path) if n.endswith('.log.json')]
+    with open(tmp_path / log) as f:
+        train = [r for r in map(json.loads, f) if r.get('mode') == 'train']
+    assert [(r['epoch'], r['iter']) for r in train] == [(1, 3), (2, 3)]
+    assert all('loss' in r and 'time' in r for r in train)  # cal_train_time has lines to read
