@@ -104,18 +104,9 @@ def summary_lines(runner, args: argparse.Namespace) -> List[str]:
     lines = [f'Finished: epoch {runner.epoch}, iteration {runner.iter}. '
              f'Work dir: {runner.work_dir}']
     log_json = getattr(hooks.get('TextLoggerHook'), 'json_log_path', None)
-    evals = val_records(log_json)
-    if evals:
-        last = evals[-1]
-        lines.append('  last evaluation: ' + ', '.join(f'{k} {_fmt(v)}' for k, v in _metrics(last)))
-        eval_hook = hooks.get('EvalHook')
-        key = getattr(eval_hook, 'save_best', None)
-        key = key if key in last else _metrics(last)[0][0] if _metrics(last) else None
-        if key is not None:  # one metric: the one save_best follows, else the first
-            best = max(evals, key=lambda r: _score(key, r))
-            where = f"epoch {best['epoch']}" if runner.max_epochs else f"iteration {best['iter']}"
-            lines.append(f'  best {key}: {_fmt(best.get(key))} at {where}')
     eval_hook = hooks.get('EvalHook')
+    evals = val_records(log_json)
+    lines += metric_lines(evals, getattr(eval_hook, 'save_best', None), runner.max_epochs)
     if getattr(eval_hook, 'best_ckpt_path', None):
         lines.append(f'  best checkpoint ({eval_hook.save_best}): {eval_hook.best_ckpt_path}')
     latest = osp.join(runner.work_dir, 'latest.pth')
@@ -124,10 +115,27 @@ def summary_lines(runner, args: argparse.Namespace) -> List[str]:
         longer = 'runner.max_epochs' if runner.max_epochs else 'runner.max_iters'
         lines.append('  train longer: ' + resume_command(args, {longer: '<more>'}))
     if log_json:
-        keys = ' '.join(['loss'] + [k for k, _ in _metrics(evals[-1])][:1] if evals else ['loss'])
+        first = [k for k, _ in _metrics(evals[-1])][:1] if evals else []
         lines.append(f"  plot: python {_tool('analyze_logs.py')} plot_curve {log_json} "
-                     f'--keys {keys} --out curves.png')
+                     f"--keys {' '.join(['loss'] + first)} --out curves.png")
     return lines
+
+
+def metric_lines(evals: List[Dict[str, Any]], save_best: Optional[str],
+                 by_epoch: Any) -> List[str]:
+    """The last evaluation (up to 6 values) and the best value of one metric.
+
+    The metric is the one ``save_best`` follows, else the first one logged.
+    """
+    metrics = _metrics(evals[-1]) if evals else []
+    if not metrics:
+        return []
+    shown = ', '.join(f'{k} {_fmt(v)}' for k, v in metrics[:6])
+    lines = [f"  last evaluation: {shown}{', ...' if len(metrics) > 6 else ''}"]
+    key = save_best if save_best in evals[-1] else metrics[0][0]
+    best = max(evals, key=lambda r: _score(key, r))
+    where = f"epoch {best['epoch']}" if by_epoch else f"iteration {best['iter']}"
+    return lines + [f'  best {key}: {_fmt(best.get(key))} at {where}']
 
 
 def val_records(log_json: Optional[str]) -> List[Dict[str, Any]]:

@@ -3,7 +3,6 @@
 import argparse
 import fcntl
 import json
-import logging
 import os
 import pty
 import shlex
@@ -101,11 +100,17 @@ def test_a_model_returning_no_loss_key_is_a_clear_error(train_tool, tmp_path, us
         in err and "['ce']" in err and 'Traceback' not in err
 
 
-def test_deterministic_in_the_config_is_what_the_log_says(train_tool, tmp_path, caplog):
-    with caplog.at_level(logging.INFO):
-        assert _train(train_tool, DIGITS, tmp_path, 'deterministic=True',
-                      'runner.max_epochs=1', 'evaluation=None') == 0
-    assert 'deterministic: True' in caplog.text
+def _log_messages(work_dir):
+    """The messages of the run's ``<timestamp>.log`` (the logger does not propagate to caplog)."""
+    [log] = [n for n in os.listdir(work_dir) if n.endswith('.log')]
+    with open(os.path.join(work_dir, log)) as f:
+        return [line.split(' - ', 3)[-1].rstrip('\n') for line in f if ' - mtrain' in line]
+
+
+def test_deterministic_in_the_config_is_what_the_log_says(train_tool, tmp_path):
+    assert _train(train_tool, DIGITS, tmp_path, 'deterministic=True',
+                  'runner.max_epochs=1', 'evaluation=None') == 0
+    assert 'Set random seed to 0, deterministic: True' in _log_messages(tmp_path)
 
 
 def test_a_nested_cfg_options_typo_is_blamed_on_the_flag(train_tool, tmp_path, capsys):
@@ -121,11 +126,10 @@ def test_dataset_argument_errors_name_their_key_once(train_tool, tmp_path, capsy
     assert 'key `data.train.n`' in err and 'data.train_dataloader' not in err
 
 
-def test_the_run_ends_with_a_summary(train_tool, tmp_path, caplog):
-    with caplog.at_level(logging.INFO):
-        assert _train(train_tool, DIGITS, tmp_path, 'runner.max_epochs=2',
-                      'evaluation.save_best=accuracy') == 0
-    messages = [r.getMessage() for r in caplog.records if r.name == 'mtrain']
+def test_the_run_ends_with_a_summary(train_tool, tmp_path):
+    assert _train(train_tool, DIGITS, tmp_path, 'runner.max_epochs=2',
+                  'evaluation.save_best=accuracy') == 0
+    messages = _log_messages(tmp_path)
     summary = messages[messages.index(next(m for m in messages if m.startswith('Finished:'))):]
     assert summary == messages[-len(summary):]  # the last lines
     text = '\n'.join(summary)
@@ -214,3 +218,12 @@ def test_an_epoch_shorter_than_the_log_interval_still_logs_its_loss(train_tool, 
         train = [r for r in map(json.loads, f) if r.get('mode') == 'train']
     assert [(r['epoch'], r['iter']) for r in train] == [(1, 3), (2, 3)]
     assert all('loss' in r and 'time' in r for r in train)  # cal_train_time has lines to read
+
+
+def test_cal_train_time_on_one_line_per_epoch_says_what_to_do(tool):
+    records = [dict(mode='train', epoch=e, iter=3, time=0.5, loss=1.0) for e in (1, 2)]
+    analyze = tool('analyze_logs')
+    with pytest.raises(ValueError, match='one train line.*--include-outliers') as err:
+        analyze.cal_train_time(records)
+    assert 'IterTimerHook' not in str(err.value)
+    assert analyze.cal_train_time(records, include_outliers=True)['slowest_time'] == 0.5
