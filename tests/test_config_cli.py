@@ -126,7 +126,7 @@ def test_custom_imports_of_a_project_module_work_from_the_project_directory(tmp_
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(p for p in env.get('PYTHONPATH', '').split(os.pathsep)
                                         if p and os.path.abspath(p) != str(tmp_path))
-    extra = ['--work-dir', str(tmp_path / 'w')] if tool == 'train' else []
+    extra = ['--check-config'] if tool == 'train' else []  # reads the config as training does
     proc = subprocess.run([sys.executable, os.path.join(ROOT, 'tools', f'{tool}.py'), 'cfg.py',
                            *extra], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)
