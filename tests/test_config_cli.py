@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 from mtrain.config import load_config, parse_cfg_options
-from mtrain.utils import ConfigError
+from mtrain.runner import build_runner
+from mtrain.utils import ConfigError, get_logger
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIGITS = os.path.join(ROOT, 'configs', 'digits', 'lenet_digits.py')
@@ -34,12 +35,14 @@ def test_positional_dict_arguments_in_a_list_are_an_error_not_a_recursion():
         parse_cfg_options(['x=[dict(a, b)]'])
 
 
-def test_the_first_example_of_docs_config_md_works():
+def test_the_first_example_of_docs_config_md_works(tmp_path):
     with open(os.path.join(ROOT, 'docs', 'config.md')) as f:
         block = re.search(r'```bash\n(.*?)```', f.read(), re.S).group(1)
     args = block.replace('\\\n', ' ').split('--cfg-options', 1)[1]
     cfg = load_config(DIGITS, parse_cfg_options(shlex.split(args)))
     assert cfg.runner.max_epochs == 5 and cfg.log_config.interval == 5
+    runner, _, _ = build_runner(cfg, str(tmp_path), get_logger(), seed=0)
+    assert 'EMAHook' in [type(h).__name__ for h in runner.hooks]
 
 
 def test_a_missing_list_index_blames_that_key_alone_and_says_the_list_is_empty():
