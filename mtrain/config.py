@@ -13,10 +13,13 @@ The top level may hold any helper variable (``data_root``, ``img_norm_cfg``,
 
 import ast
 import difflib
+import os
 import os.path as osp
+import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from mmengine.config import Config, DictAction
+from mmengine.utils import import_modules_from_strings
 
 from .config_convert import detect_schema, for_training
 from .utils.errors import ConfigError, did_you_mean
@@ -49,14 +52,11 @@ def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Conf
     if not osp.isfile(path):
         raise ConfigError(f'config file {path} does not exist; check the path', filename=path)
     check_bases(path)
+    add_project_root_to_path()
     try:
         cfg = Config.fromfile(path)
     except ImportError as e:
-        cause = e.__cause__ or e.__context__ or e
-        raise ConfigError(f'custom_imports failed: {str(cause).splitlines()[0]}. Check that '
-                          'the module is importable '
-                          '(on PYTHONPATH, or installed) and that importing it succeeds',
-                          key='custom_imports', filename=path) from e
+        raise _import_error(e, path) from e
     except FileNotFoundError as e:
         raise ConfigError(f'a _base_ file does not exist: {e}', key='_base_', filename=path) from e
     except SyntaxError as e:
@@ -65,13 +65,17 @@ def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Conf
     except Exception as e:  # mmengine raises bare Exception/KeyError for several cases
         raise ConfigError(f'cannot read the config: {type(e).__name__}: {e}',
                           filename=path) from e
+    for old_root in base_values(path, 'data_root'):  # a child config's data_root moves
+        rebase_data_root(cfg.get('data'), old_root, cfg.get('data_root'))  # the base's paths
     if cfg_options:
         old_root = cfg.get('data_root')
         apply_cfg_options(cfg, cfg_options, path)
         if 'data_root' in cfg_options:
             rebase_data_root(cfg.get('data'), old_root, cfg.get('data_root'))
+        if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
+            _import_custom_modules(cfg.get('custom_imports'))
     cfg = _to_mtrain_schema(cfg, path)
-    check_config(cfg, path)
+    check_config(cfg, path, cfg_options)
     return cfg
 
 
@@ -83,6 +87,78 @@ def _to_mtrain_schema(cfg: Config, path: str) -> Config:
         return Config(for_training(cfg.to_dict()), filename=cfg.filename)
     except ConfigError as e:
         raise e.with_file(path)
+
+
+def add_project_root_to_path() -> None:
+    """Put the current directory on ``sys.path`` so ``custom_imports`` finds project modules.
+
+    ``python tools/train.py`` puts ``tools/`` first on ``sys.path``, not the
+    directory it is run from, so ``custom_imports=dict(imports=['my_project.optim'])``
+    would fail from the repository root unless ``PYTHONPATH=.``. Every entry
+    point reads its config here, so train.py, test.py, print_config.py and
+    dist_train.sh all find ``./my_project`` the same way (as ``python -m`` does).
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path and '' not in sys.path:
+        sys.path.append(cwd)  # last: an installed package of the same name still wins
+
+
+def _import_error(e: ImportError, path: str) -> ConfigError:
+    cause = e.__cause__ or e.__context__ or e
+    return ConfigError(f'custom_imports failed: {str(cause).splitlines()[0]}. Check that the '
+                       'module is importable (installed, on PYTHONPATH, or a package in the '
+                       'directory you run from) and that importing it succeeds',
+                       key='custom_imports', filename=path)
+
+
+def _import_custom_modules(custom_imports: Any) -> None:
+    """``--cfg-options custom_imports=...``: import what the merged config names."""
+    if not custom_imports:
+        return
+    if not isinstance(custom_imports, dict) or 'imports' not in custom_imports:
+        raise ConfigError("custom_imports must be dict(imports=['module', ...])",
+                          key='custom_imports', filename='--cfg-options')
+    try:
+        import_modules_from_strings(**custom_imports)
+    except ImportError as e:
+        raise _import_error(e, '--cfg-options') from e
+
+
+def base_values(path: str, key: str) -> List[Any]:
+    """The literal values of top-level ``key`` in the ``_base_`` files of ``path`` (bases first).
+
+    Used to move the paths a base computed from its ``data_root`` when a child
+    config sets its own: ``root=data_root + '/train'`` was evaluated with the
+    base's value before the child's assignment was seen.
+    """
+    found: List[Any] = []
+    for base in _bases(path):
+        found += base_values(base, key)
+        value = _assigned_literal(base, key)
+        if value is not None:
+            found.append(value)
+    return found
+
+
+def _bases(path: str) -> List[str]:
+    bases = _assigned_literal(path, '_base_') or []
+    return [osp.join(osp.dirname(osp.abspath(path)), b)
+            for b in ([bases] if isinstance(bases, str) else bases)]
+
+
+def _assigned_literal(path: str, key: str) -> Any:
+    """The last literal ``key = ...`` at the top of ``path`` (read with ``ast``), or None."""
+    with open(path) as f:
+        tree = ast.parse(f.read(), filename=path)
+    value = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == key for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                value = None
+    return value
 
 
 def check_bases(path: str, chain: Tuple[str, ...] = ()) -> None:
@@ -115,14 +191,33 @@ def check_bases(path: str, chain: Tuple[str, ...] = ()) -> None:
 
 
 def apply_cfg_options(cfg: Config, options: Dict[str, Any], path: str) -> None:
-    """Merge ``--cfg-options`` into ``cfg`` (list indices allowed)."""
-    try:
-        cfg.merge_from_dict(options, allow_list_keys=True)
-    except (KeyError, IndexError, TypeError, AssertionError, ValueError) as e:
-        key = next(iter(options)) if len(options) == 1 else ', '.join(options)
-        raise ConfigError(f'--cfg-options could not be applied ({type(e).__name__}: {e}); '
-                          'use key=value with dotted keys and list indices, e.g. '
-                          'custom_hooks.0.priority=30', key=key, filename=path) from e
+    """Merge ``--cfg-options`` into ``cfg`` (list indices allowed), one key at a time.
+
+    One at a time so that the error names the key that failed, not all of them.
+    """
+    for key, value in options.items():
+        try:
+            cfg.merge_from_dict({key: value}, allow_list_keys=True)
+        except (KeyError, IndexError, TypeError, AssertionError, ValueError) as e:
+            raise ConfigError(f'could not be applied ({type(e).__name__}: {e}).'
+                              f'{_list_hint(cfg, key)} Use key=value with dotted keys and list '
+                              'indices, e.g. optimizer.lr=0.01 or custom_hooks.0.priority=30',
+                              key=key, filename='--cfg-options') from e
+
+
+def _list_hint(cfg: Config, key: str) -> str:
+    """For ``custom_hooks.3.priority``: how long the list is and how to set it whole."""
+    parts, node = key.split('.'), cfg.to_dict()
+    for i, part in enumerate(parts):
+        if isinstance(node, (list, tuple)) and part.isdigit():
+            name = '.'.join(parts[:i])
+            size = f'has {len(node)} entries' if node else 'is empty'
+            return (f' `{name}` {size}; to '
+                    f"replace the whole list write {name}=\"[dict(type='...'), ...]\".")
+        if not isinstance(node, dict) or part not in node:
+            return ''
+        node = node[part]
+    return ''
 
 
 def rebase_data_root(node: Any, old_root: Any, new_root: Any) -> Any:
@@ -136,8 +231,10 @@ def rebase_data_root(node: Any, old_root: Any, new_root: Any) -> Any:
     if not (isinstance(old_root, str) and old_root and isinstance(new_root, str)):
         return node
     if isinstance(node, str):
+        if _under(node, new_root) and _under(new_root, old_root):
+            return node  # already below the new root (new_root='data/x', old_root='data')
         rest = node[len(old_root):]
-        if node.startswith(old_root) and (not rest or old_root.endswith('/') or rest[0] == '/'):
+        if _under(node, old_root):
             rest = rest.lstrip('/')
             return osp.join(new_root, rest) if rest else new_root
         return node
@@ -148,15 +245,32 @@ def rebase_data_root(node: Any, old_root: Any, new_root: Any) -> Any:
     return node
 
 
-def check_config(cfg: Config, path: Optional[str] = None) -> None:
-    """Report keys that look like typos of known keys, and unknown ``data`` keys."""
+def _under(path: str, root: str) -> bool:
+    rest = path[len(root):]
+    return path.startswith(root) and (not rest or root.endswith('/') or rest[0] == '/')
+
+
+def check_config(cfg: Config, path: Optional[str] = None,
+                 cfg_options: Optional[Dict[str, Any]] = None) -> None:
+    """Report keys that look like typos of known keys, and unknown ``data`` keys.
+
+    A typo that came from ``--cfg-options`` is blamed on the flag, not the file.
+    """
+    if cfg.get('_delete_') is not None:
+        raise ConfigError('_delete_ at the top level of a config has no effect; put it inside '
+                          'the dict it should replace, e.g. optimizer = dict(_delete_=True, '
+                          "type='AdamW', lr=1e-3)", key='_delete_', filename=path)
+
+    def origin(name: str) -> Optional[str]:
+        return source_of(name, cfg_options, path)
+
     for key in cfg.keys():
         if key in KNOWN_KEYS or key.startswith('_'):
             continue
         close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.8)
         if close:
             raise ConfigError(f"unknown top-level key '{key}'. Did you mean '{close[0]}'?",
-                              key=key, filename=path)
+                              key=key, filename=origin(key))
     data = cfg.get('data')
     if data is not None:
         if not isinstance(data, dict):
@@ -166,7 +280,18 @@ def check_config(cfg: Config, path: Optional[str] = None) -> None:
             if key not in DATA_KEYS:
                 raise ConfigError(f"unknown key '{key}' in data.{did_you_mean(key, DATA_KEYS)} "
                                   f"Known keys: {', '.join(DATA_KEYS)}.", key=f'data.{key}',
-                                  filename=path)
+                                  filename=origin(f'data.{key}'))
+
+
+def source_of(key: Optional[str], cfg_options: Optional[Dict[str, Any]],
+              path: Optional[str]) -> Optional[str]:
+    """``'--cfg-options'`` when an option set ``key`` (or a node above or below it), else ``path``.
+
+    So that an error in a value typed on the command line is not blamed on the file.
+    """
+    hit = key is not None and any(k == key or k.startswith(key + '.') or key.startswith(k + '.')
+                                  for k in cfg_options or {})
+    return '--cfg-options' if hit else path
 
 
 def parse_cfg_options(items: List[str]) -> Dict[str, Any]:
@@ -189,7 +314,12 @@ def parse_cfg_options(items: List[str]) -> Dict[str, Any]:
 
 
 def _parse_option_value(key: str, text: str) -> Any:
-    if not text.strip().startswith(('dict(', '{')):
+    """mmengine's syntax, except that any value holding a dict is read as a Python literal.
+
+    mmengine's ``DictAction`` turns ``[dict(type='A'), dict(type='B')]`` into
+    strings and recurses without end on ``[dict(a, b)]``.
+    """
+    if not text.strip().startswith(('dict(', '{')) and 'dict(' not in text and '{' not in text:
         return DictAction._parse_iterable(text)
     try:
         return _literal(ast.parse(text.strip(), mode='eval').body)

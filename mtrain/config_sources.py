@@ -8,7 +8,7 @@ before the file that names them, and later definitions win, as in the merge;
 """
 
 import os.path as osp
-import runpy
+import re
 from typing import Any, Dict, List, Optional, Tuple
 
 Sources = Dict[str, str]
@@ -27,7 +27,7 @@ def config_sources(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> S
 def _record_file(path: str, sources: Sources, seen: List[str]) -> None:
     if path in seen:
         raise ValueError(f'_base_ files form a cycle: {" -> ".join(seen + [path])}')
-    values = {k: v for k, v in runpy.run_path(path).items()
+    values = {k: v for k, v in _run(path).items()
               if not k.startswith('__') and not callable(v) and not _is_module(v)}
     bases = values.pop('_base_', [])
     for base in [bases] if isinstance(bases, str) else bases:
@@ -38,6 +38,20 @@ def _record_file(path: str, sources: Sources, seen: List[str]) -> None:
         for known in [k for k in sources if k.startswith(key + '.')]:
             if not _defined_in(values, known):
                 del sources[known]
+
+
+# mmengine's ``{{ _base_.key }}`` and ``{{ fileDirname }}`` references: only the keys a file
+# assigns matter here, so each reference stands in as None.
+_REFERENCE = re.compile(r'\{\{\s*[\w.]+\s*\}\}')
+
+
+def _run(path: str) -> Dict[str, Any]:
+    """Execute one config file on its own, its ``{{ ... }}`` references replaced by None."""
+    with open(path) as f:
+        source = _REFERENCE.sub('None', f.read())
+    namespace: Dict[str, Any] = {'__file__': path, '__name__': '__config__'}
+    exec(compile(source, path, 'exec'), namespace)  # noqa: S102 - the user's own config
+    return namespace
 
 
 def _is_module(value: Any) -> bool:

@@ -47,6 +47,14 @@ TORCHVISION_MODELS = Registry('torchvision model', parent=MODELS, scope='torchvi
                               locations=['mtrain.models.torchvision_models'])
 
 
+def registry_variable(registry: Registry) -> str:
+    """The name to import the registry by (``OPTIMIZERS``), for messages."""
+    for name, value in globals().items():
+        if value is registry and name.isupper():
+            return name
+    return registry.name.upper().replace(' ', '_')
+
+
 def registered_names(registry: Registry) -> list:
     """Names known to ``registry`` and its parents (what a config may name)."""
     registry.import_from_location()
@@ -66,12 +74,13 @@ def lookup(type_name: str, registry: Registry, key: str) -> type:
         scope = Registry.split_scope_key(type_name)[0]
         if scope in registry.children:  # e.g. 'torchvision.resnet19'
             candidates = [f'{scope}.{n}' for n in registry.children[scope].module_dict]
+        variable = registry_variable(registry)
         raise ConfigError(
-            f"'{type_name}' is not a registered {registry.name} in mtrain's "
-            f"{registry.name.upper().replace(' ', '_')} registry."
-            f'{did_you_mean(type_name, candidates)} If it is your own '
-            "class, register it with @<REGISTRY>.register_module() and load its module "
-            "with custom_imports=dict(imports=['your.module']).", key=f'{key}.type')
+            f"'{type_name}' is not a registered {registry.name} in mtrain's {variable} "
+            f'registry.{did_you_mean(type_name, candidates)} If it is your own class, '
+            f'register it with @{variable}.register_module() (from mtrain.registry import '
+            f"{variable}) and load its module with custom_imports=dict(imports=['your.module']).",
+            key=f'{key}.type')
     return obj_cls
 
 
@@ -103,7 +112,7 @@ def build(cfg: Dict[str, Any], registry: Registry, key: str,
     if not callable(obj_cls):
         raise ConfigError(f'`type` must be a registered name or a class, got {obj_type!r}',
                           key=f'{key}.type')
-    _check_keywords(obj_cls, args, key)
+    _check_keywords(obj_cls, args, key, internal=tuple(default_args or ()))
     try:
         return obj_cls(**args)
     except ConfigError as e:
@@ -117,8 +126,13 @@ def build(cfg: Dict[str, Any], registry: Registry, key: str,
         raise ConfigError(f'building {name} failed: {type(e).__name__}: {e}', key=key) from e
 
 
-def _check_keywords(obj_cls: Any, args: Dict[str, Any], key: str) -> None:
-    """Reject keywords the class does not accept, naming the closest accepted one."""
+def _check_keywords(obj_cls: Any, args: Dict[str, Any], key: str,
+                    internal: tuple = ()) -> None:
+    """Reject keywords the class does not accept, naming the closest accepted one.
+
+    ``internal`` are the arguments mtrain passes itself (``default_args``): they
+    are not the user's to set, so the "Accepted:" list leaves them out.
+    """
     try:
         params = inspect.signature(obj_cls).parameters
     except (TypeError, ValueError):
@@ -134,9 +148,10 @@ def _check_keywords(obj_cls: Any, args: Dict[str, Any], key: str) -> None:
     for name in args:
         if name not in accepted:
             cls_name = getattr(obj_cls, '__name__', str(obj_cls))
+            shown = [n for n in dict.fromkeys(accepted) if n not in internal]  # unique, in order
             raise ConfigError(
                 f"{cls_name} does not accept the argument '{name}'."
-                f'{did_you_mean(name, accepted)} Accepted: {", ".join(accepted)}.',
+                f'{did_you_mean(name, shown)} Accepted: {", ".join(shown)}.',
                 key=f'{key}.{name}')
 
 

@@ -127,10 +127,15 @@ def cal_train_time(records: List[Record], include_outliers: bool = False) -> Dic
     for r in records:
         if r['mode'] == 'train' and _is_number(r.get('time')):
             by_epoch.setdefault(r['epoch'], []).append(r['time'])
+    if not by_epoch:
+        raise ValueError('no train line with a time value: the log has no training lines, '
+                         'or IterTimerHook was off')
     if not include_outliers:  # each epoch's first line includes the loader start-up
         by_epoch = OrderedDict((e, t[1:]) for e, t in by_epoch.items() if len(t) > 1)
     if not by_epoch:
-        raise ValueError('no train line with a time value (was IterTimerHook on?)')
+        raise ValueError('every epoch has one train line, which includes the loader start-up; '
+                         'log more often (a smaller log_config.interval) or pass '
+                         '--include-outliers')
     means = {epoch: statistics.fmean(times) for epoch, times in by_epoch.items()}
     slowest = max(means, key=means.get)
     fastest = min(means, key=means.get)

@@ -32,6 +32,9 @@ else
 fi
 
 # PYTHONPATH: the configs' custom_imports can name modules of the repository root.
-PYTHONPATH="$TOOLS/..${PYTHONPATH:+:$PYTHONPATH}" \
+export PYTHONPATH="$TOOLS/..${PYTHONPATH:+:$PYTHONPATH}"
+# A mistake in the config or --cfg-options: one clear line here, before torchrun would
+# report it again as a failed process of every rank.
+"$PYTHON" "$TOOLS/train.py" "$CONFIG" --check-config "$@" || exit $?
 exec "$PYTHON" -m torch.distributed.run "${RDZV[@]}" --nproc_per_node="$NPROC" \
     "$TOOLS/train.py" "$CONFIG" --launcher pytorch "$@"

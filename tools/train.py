@@ -1,16 +1,20 @@
 """Train from a config: ``python tools/train.py configs/digits/lenet_digits.py``."""
 
 import argparse
+import json
 import os
 import os.path as osp
 import random
+import shlex
+import shutil
 import signal
 import sys
 import time
+from typing import Any, Dict, List, Optional
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from mtrain.config import load_config, parse_cfg_options
+from mtrain.config import load_config, parse_cfg_options, source_of
 from mtrain.hooks import NonFiniteLossError
 from mtrain.runner import CheckpointError, Preempted, build_runner
 from mtrain.utils import (ConfigError, broadcast_object, destroy_dist, get_logger, init_dist,
@@ -36,6 +40,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='allow loading checkpoints that hold arbitrary pickled objects '
                         '(only for files you trust: loading them can run code)')
     parser.add_argument('--debug', action='store_true', help='show tracebacks for config errors')
+    parser.add_argument('--check-config', action='store_true',
+                        help='only read and check the config and --cfg-options, then exit '
+                        '(tools/dist_train.sh runs this first, so a config error is one line '
+                        "rather than torchrun's report of failed processes)")
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
                         help='how the processes were started: none (one process), pytorch '
                         '(torchrun, see tools/dist_train.sh) or slurm (srun, see '
@@ -45,10 +53,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def resolve_work_dir(args: argparse.Namespace, cfg) -> str:
+    """``--work-dir``, else the config's ``work_dir``, else ``work_dirs/<config name>``."""
+    return args.work_dir or cfg.get('work_dir') or osp.join(
+        'work_dirs', osp.splitext(osp.basename(args.config))[0])
+
+
 def train(args: argparse.Namespace) -> None:
     cfg = load_config(args.config, parse_cfg_options(args.cfg_options))
-    work_dir = args.work_dir or cfg.get('work_dir') or osp.join(
-        'work_dirs', osp.splitext(osp.basename(args.config))[0])
+    if args.check_config:
+        return
+    work_dir = args.work_dir = resolve_work_dir(args, cfg)  # the resume hint names it
     for key, value in (('resume_from', args.resume_from), ('load_from', args.load_from)):
         if value is not None:
             cfg[key] = value
@@ -65,18 +80,127 @@ def train(args: argparse.Namespace) -> None:
     seed = args.seed if args.seed is not None else cfg.get('seed')
     if seed is None:
         seed = broadcast_object(random.randint(0, 2**31 - 1))  # one seed for all ranks
-    set_random_seed(seed, deterministic=args.deterministic or cfg.get('deterministic', False))
-    logger.info(f'Set random seed to {seed}, deterministic: {args.deterministic}')
+    deterministic = bool(args.deterministic or cfg.get('deterministic', False))
+    set_random_seed(seed, deterministic=deterministic)
+    logger.info(f'Set random seed to {seed}, deterministic: {deterministic}')
     try:
         runner, loaders, workflow = build_runner(cfg, work_dir, logger, seed=seed,
                                                  distributed=distributed,
                                                  validate=not args.no_validate,
                                                  trust_checkpoint=args.trust_checkpoint)
     except ConfigError as e:
-        raise e.with_file(args.config)
+        raise e.with_file(source_of(e.key, parse_cfg_options(args.cfg_options), args.config))
     runner.timestamp = timestamp
     runner.stop_on_signals()
     runner.run(loaders, workflow)
+    if is_main_process():
+        for line in summary_lines(runner, args):
+            logger.info(line)
+
+
+def summary_lines(runner, args: argparse.Namespace) -> List[str]:
+    """The last lines of a run: where it went, how it ended, what to do next."""
+    hooks = {type(h).__name__: h for h in runner.hooks}
+    lines = [f'Finished: epoch {runner.epoch}, iteration {runner.iter}. '
+             f'Work dir: {runner.work_dir}']
+    log_json = getattr(hooks.get('TextLoggerHook'), 'json_log_path', None)
+    eval_hook = hooks.get('EvalHook')
+    evals = val_records(log_json)
+    lines += metric_lines(evals, getattr(eval_hook, 'save_best', None), runner.max_epochs)
+    if getattr(eval_hook, 'best_ckpt_path', None):
+        lines.append(f'  best checkpoint ({eval_hook.save_best}): {eval_hook.best_ckpt_path}')
+    latest = osp.join(runner.work_dir, 'latest.pth')
+    if osp.exists(latest):
+        lines.append(f'  last checkpoint: {osp.realpath(latest)}')
+        longer = 'runner.max_epochs' if runner.max_epochs else 'runner.max_iters'
+        lines.append('  train longer: ' + resume_command(args, {longer: '<more>'}))
+    if log_json:
+        first = [k for k, _ in _metrics(evals[-1])][:1] if evals else []
+        lines.append(f"  plot: python {_tool('analyze_logs.py')} plot_curve {log_json} "
+                     f"--keys {' '.join(['loss'] + first)} --out curves.png")
+    return lines
+
+
+def metric_lines(evals: List[Dict[str, Any]], save_best: Optional[str],
+                 by_epoch: Any) -> List[str]:
+    """The last evaluation (up to 6 values) and the best value of one metric.
+
+    The metric is the one ``save_best`` follows, else the first one logged.
+    """
+    metrics = _metrics(evals[-1]) if evals else []
+    if not metrics:
+        return []
+    shown = ', '.join(f'{k} {_fmt(v)}' for k, v in metrics[:6])
+    lines = [f"  last evaluation: {shown}{', ...' if len(metrics) > 6 else ''}"]
+    key = save_best if save_best in evals[-1] else metrics[0][0]
+    best = max(evals, key=lambda r: _score(key, r))
+    where = f"epoch {best['epoch']}" if by_epoch else f"iteration {best['iter']}"
+    return lines + [f'  best {key}: {_fmt(best.get(key))} at {where}']
+
+
+def val_records(log_json: Optional[str]) -> List[Dict[str, Any]]:
+    """The ``val`` lines of a ``.log.json`` (empty if there is none)."""
+    if not log_json or not osp.isfile(log_json):
+        return []
+    with open(log_json) as f:
+        records = [json.loads(text) for text in f if text.strip()]
+    return [r for r in records if r.get('mode') == 'val']
+
+
+def _metrics(record: Dict[str, Any]) -> List[Any]:
+    return [(k, v) for k, v in record.items()
+            if k not in ('mode', 'epoch', 'iter', 'lr') and isinstance(v, (int, float))]
+
+
+def _score(key: str, record: Dict[str, Any]) -> float:
+    """Higher is better, except for losses and errors (mmcv 1.x EvalHook's rule by name)."""
+    value = record.get(key)
+    if not isinstance(value, (int, float)):
+        return float('-inf')
+    return -value if 'loss' in key or 'err' in key else value
+
+
+def _fmt(value: Any) -> str:
+    return f'{value:.4f}' if isinstance(value, float) else str(value)
+
+
+def resume_command(args: argparse.Namespace, override: Optional[Dict[str, str]] = None) -> str:
+    """The command that continues *this* run: its arguments, its work dir, ``--auto-resume``.
+
+    ``override`` replaces or adds ``--cfg-options`` (e.g. a longer schedule).
+    Under torchrun on one node the command is ``tools/dist_train.sh``'s.
+    """
+    argv = ['--work-dir', args.work_dir]
+    for flag in ('load_from', 'seed'):
+        if getattr(args, flag) is not None:
+            argv += [f'--{flag.replace("_", "-")}', str(getattr(args, flag))]
+    argv += [f'--{f.replace("_", "-")}' for f in ('no_validate', 'deterministic',
+                                                   'trust_checkpoint') if getattr(args, f)]
+    argv.append('--auto-resume')
+    override = override or {}
+    options = [o for o in args.cfg_options if o.split('=', 1)[0] not in override]
+    options += [f'{k}={v}' for k, v in override.items()]
+    if options:
+        argv += ['--cfg-options', *options]
+    nproc = os.environ.get('LOCAL_WORLD_SIZE')
+    if args.launcher == 'pytorch' and nproc and nproc == os.environ.get('WORLD_SIZE'):
+        return shlex.join([_tool('dist_train.sh'), args.config, nproc, *argv])
+    launcher = ['--launcher', args.launcher] if args.launcher != 'none' else []
+    return shlex.join([_python(), _tool('train.py'), args.config, *launcher, *argv])
+
+
+def _tool(name: str) -> str:
+    """This tools/ script, relative to the current directory when it is below it."""
+    path = osp.join(osp.dirname(osp.abspath(__file__)), name)
+    return path if osp.relpath(path).startswith('..') else osp.relpath(path)
+
+
+def _python() -> str:
+    """``python`` when that is this interpreter, else the interpreter's full path."""
+    found = shutil.which('python')
+    if found and osp.realpath(found) == osp.realpath(sys.executable):
+        return 'python'
+    return sys.executable
 
 
 def prepare_work_dir(work_dir: str) -> None:
@@ -99,6 +223,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         train(args)
+        if args.check_config:
+            return 0
     except (ConfigError, CheckpointError) as e:
         report_failure(e)  # distributed: the other ranks stop now, naming this error
         if args.debug:
@@ -110,7 +236,10 @@ def main(argv=None) -> int:
         print(f'error: {e}', file=sys.stderr)
         return 1
     except Preempted as e:  # every rank got the signal: each stops on its own
-        print(str(e).replace('CONFIG', args.config), file=sys.stderr)
+        where = f'; checkpoint saved to {e.checkpoint}' if e.checkpoint else ''
+        if is_main_process():
+            print(f'training stopped by {e.signal_name} after iteration {e.iteration}{where}.\n'
+                  f'Resume this run with:\n  {resume_command(args)}', file=sys.stderr)
         return 128 + signal.Signals[e.signal_name].value
     except BaseException as e:
         report_failure(e)

@@ -24,4 +24,4 @@ lr_config = dict(policy='Torch', scheduler=dict(type='OneCycleLR', max_lr=0.1,
                                                 total_steps='{num_updates}', pct_start=0.2))
 runner = dict(type='EpochBasedRunner', max_epochs=4)
 evaluation = dict(interval=1, metric='accuracy', save_best='accuracy')
-log_config = dict(interval=5, hooks=[dict(type='TextLoggerHook')])
+log_config = dict(interval=5)  # the default hooks: text log and progress bar

@@ -16,3 +16,6 @@ runner = dict(type='EpochBasedRunner', max_epochs=30)
 # dict(dtype='bfloat16') (docs/mixed_precision.md; on the command line:
 # --cfg-options fp16.dtype=bfloat16), and channels_last=True below.
 batch_processor = dict(type='BasicBatchProcessor', channels_last=False)
+# A ResNet-18 checkpoint with its optimizer state is ~86 MB: keep the newest and the best
+# (evaluation.save_best), and write one every 5 epochs (and at the end).
+checkpoint_config = dict(interval=5, max_keep_ckpts=1)

@@ -1,6 +1,6 @@
 """Datasets, samplers, pipelines and the data loader builder."""
 
-from .builder import build_dataloader
+from .builder import build_dataloader, dataset_num_classes
 from .digits import DigitsDataset
 from .image_classification import ImageClassificationDataset
 from .multitask import MultiTaskDigitsDataset, collate_task_batches
@@ -10,4 +10,4 @@ from .torchvision_datasets import DATASET_NAMES, TRANSFORM_NAMES, LazyTorchvisio
 
 __all__ = ['DATASET_NAMES', 'TRANSFORM_NAMES', 'Compose', 'DigitsDataset', 'DistributedSampler',
            'ImageClassificationDataset', 'LazyTorchvisionEntry', 'MultiTaskDigitsDataset',
-           'build_dataloader', 'build_pipeline', 'collate_task_batches']
+           'build_dataloader', 'build_pipeline', 'dataset_num_classes', 'collate_task_batches']

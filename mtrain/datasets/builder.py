@@ -51,3 +51,20 @@ def build_dataloader(dataset: Any, samples_per_gpu: int, workers_per_gpu: int,
     return DataLoader(dataset, batch_size=samples_per_gpu, sampler=sampler,
                       num_workers=workers_per_gpu, pin_memory=pin_memory,
                       drop_last=drop_last, **kwargs)
+
+
+def dataset_num_classes(dataset: Any) -> Optional[int]:
+    """How many classes ``dataset`` declares, or None when it declares none.
+
+    A dataset declares its class count with a ``num_classes`` attribute, or
+    with ``CLASSES`` (the class names, mmcls 0.x's convention), so that a model
+    with fewer outputs fails before training instead of at the first loss::
+
+        class MyDataset(torch.utils.data.Dataset):
+            CLASSES = ('cat', 'dog')
+    """
+    count = getattr(dataset, 'num_classes', None)
+    if isinstance(count, int) and not isinstance(count, bool):
+        return count
+    names = getattr(dataset, 'CLASSES', None)
+    return len(names) if isinstance(names, (list, tuple)) else None

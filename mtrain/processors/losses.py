@@ -5,6 +5,8 @@ from typing import Any, Dict, Tuple
 
 import torch
 
+from ..utils import ConfigError
+
 
 def parse_losses(output: Any) -> Tuple[torch.Tensor, Dict[str, Any]]:
     """Split a train-mode model output into the total loss and values to log.
@@ -40,8 +42,9 @@ def parse_losses(output: Any) -> Tuple[torch.Tensor, Dict[str, Any]]:
             else:  # not sum(): that adds a 0 first, one more op per step
                 loss, logged_loss = loss + value, None
     if loss is None:
-        raise KeyError(f"the model returned no entry whose key contains 'loss' (keys: "
-                       f'{sorted(output)}); name at least one loss term e.g. loss_cls')
+        raise ConfigError(f"in train mode the model returned no entry whose key contains 'loss' "
+                          f'(keys: {sorted(output)}); name at least one loss term, e.g. '
+                          "loss_cls (docs/your_own_model_and_data.md)", key='model')
     log_vars['loss'] = logged_loss if logged_loss is not None else _detach(loss)
     return loss, log_vars
 

@@ -24,6 +24,7 @@ from ..utils import ConfigError, get_dist_info
 from ..utils.errors import did_you_mean
 from .base_runner import BaseRunner
 from .checkpoint import find_latest_valid
+from .preflight import Preflight, run_preflight
 
 
 def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = None,
@@ -57,8 +58,14 @@ def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = No
         nan_policy = dict(cfg.get('nan_policy', {}))
         nan_policy.setdefault('interval', (cfg.get('log_config') or {}).get('interval', 50))
         runner.register_hook(build(dict(type='NanGuardHook', **nan_policy), HOOKS, 'nan_policy'))
+    datasets = {mode: loader.dataset for (mode, _), loader in zip(workflow, data_loaders)}
     if validate and cfg.get('evaluation') is not None and cfg.data.get('val') is not None:
-        runner.register_hook(_eval_hook(cfg, seed), 'LOW')
+        eval_hook = _eval_hook(cfg, seed)
+        runner.register_hook(eval_hook, 'LOW')
+        datasets.setdefault('val', getattr(eval_hook.dataloader, 'dataset', None))
+    train_loader = data_loaders[[mode for mode, _ in workflow].index('train')]
+    run_preflight(Preflight(runner, {k: v for k, v in datasets.items() if v is not None},
+                            dict(cfg.model), _runner_cfg(cfg), _length(train_loader)))
     _resume_or_load(runner, cfg, trust_checkpoint)
     return runner, data_loaders, workflow
 
@@ -83,6 +90,8 @@ def _loader(cfg: Config, split: str, seed: Optional[int]) -> Any:
     args.update(data.get(f'{split}_dataloader', {}))
     try:
         return build_dataloader(build_dataset(cfg, split), seed=seed, **args)
+    except ConfigError:
+        raise  # already names its key (data.<split>.<arg>)
     except (TypeError, ValueError) as e:
         raise ConfigError(str(e), key=f'data.{split}_dataloader') from e
 
@@ -244,6 +253,13 @@ def _resume_or_load(runner: BaseRunner, cfg: Config, trusted: bool) -> None:
         runner.resume(resume_from, trusted=trusted)
     elif cfg.get('load_from') is not None:
         runner.load_checkpoint(cfg.load_from, trusted=trusted)
+
+
+def _length(loader: Any) -> Optional[int]:
+    try:
+        return len(loader)
+    except TypeError:  # an iterable-style dataset
+        return None
 
 
 def _required(cfg: Config, key: str) -> Any:

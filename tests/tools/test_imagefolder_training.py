@@ -28,8 +28,11 @@ def write_image_folder(root, per_class=(20, 10), seed=0) -> None:
                 Image.fromarray(_image(cls, rng)).save(root / split / name / f'{i}.png')
 
 
-#: A 32-pixel version of the config: the images are 32×32 and CPU time is short.
-SMALL = ['data.workers_per_gpu=0', 'data.samples_per_gpu=10', 'runner.max_epochs=6',
+#: A 32-pixel version of the config: the images are 32×32 and CPU time is short. Batches of 6
+#: give 10 updates per epoch: with batches of 10 (6 updates per epoch) the from-scratch
+#: ResNet-18 ended the 6-epoch cosine schedule on a knife-edge, val accuracy 0.667 or 1.0
+#: depending on the CPU's float summation order; with 6 it is 1.0 from epoch 3 (seeds 0, 1).
+SMALL = ['data.workers_per_gpu=0', 'data.samples_per_gpu=6', 'runner.max_epochs=6',
          'data.train.pipeline.0.size=32', 'data.train.pipeline.0.scale=[0.5,1.0]',
          'data.val.pipeline.0.size=32', 'data.val.pipeline.1.size=32',
          'evaluation.interval=3', 'log_config.interval=3', 'checkpoint_config.interval=6']
@@ -47,7 +50,7 @@ def test_resnet18_learns_a_folder_of_pngs(train_tool, repo_root, tmp_path):
         val = [r for r in map(json.loads, f) if r.get('mode') == 'val']
     assert len(val) == 2
     assert val[-1]['accuracy'] >= 0.8  # chance is 1/3
-    assert val[-1]['accuracy_top5'] == 1.0  # 3 classes: every label is in the top 5
+    assert 'accuracy_top5' not in val[-1]  # 3 classes: it would always be 1.0
     assert set(f'recall_{c}' for c in CLASSES) <= set(val[-1])  # per-class in the log
     for epoch in (3, 6):
         with Image.open(work_dir / f'confusion_matrix_epoch_{epoch}.png') as png:

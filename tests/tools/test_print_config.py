@@ -45,3 +45,16 @@ def test_explain_names_the_file_or_flag_behind_each_key(tool, repo_root, capsys)
     assert rows['optimizer.momentum'].endswith('configs/_base_/schedules/sgd_cosine_10e.py')
     assert rows['seed'].endswith('configs/digits/lenet_digits.py')
     assert rows['model.type'].endswith('configs/_base_/models/lenet.py')
+
+
+def test_explain_reads_configs_that_reference_base_values(tool, tmp_path, capsys):
+    (tmp_path / 'base.py').write_text("lr = 0.1\noptimizer = dict(type='SGD', lr=lr)\n")
+    (tmp_path / 'child.py').write_text(
+        "_base_ = ['./base.py']\n"
+        "runner = dict(type='EpochBasedRunner', max_epochs={{ _base_.lr }})\n"
+        "optimizer = dict(lr={{_base_.optimizer.lr}}, momentum=0.9)\n")
+    assert tool('print_config').main([str(tmp_path / 'child.py'), '--explain']) == 0
+    rows = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert rows['optimizer.lr'].endswith('child.py') and rows['lr'].endswith('base.py')
+    assert rows['optimizer.type'].endswith('base.py')
+    assert rows['runner.max_epochs'].endswith('child.py')

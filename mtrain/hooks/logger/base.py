@@ -17,7 +17,8 @@ class LoggerHook(Hook):
 
     Args:
         interval: iterations between lines (``log_config.interval``).
-        ignore_last: skip the partial interval at an epoch's end.
+        ignore_last: skip the partial interval at an epoch's end (except in an
+            epoch shorter than ``interval``, which still logs once at its end).
         reset_flag: clear the buffer's output after logging (the last logger
             registered does this, so all loggers see the same values).
         by_epoch: count the interval within the epoch (``EpochBasedRunner``)
@@ -49,7 +50,10 @@ class LoggerHook(Hook):
 
     def after_train_iter(self, runner) -> None:
         done = (runner.inner_iter if self.by_epoch else runner.iter) + 1
-        if done % self.interval == 0 or (not self.ignore_last and self.end_of_epoch(runner)):
+        # An epoch shorter than the interval still logs once, at its end (mmcv 1.x: never).
+        short_epoch = self.by_epoch and done < self.interval and self.end_of_epoch(runner)
+        if done % self.interval == 0 or short_epoch or (
+                not self.ignore_last and self.end_of_epoch(runner)):
             runner.log_buffer.average(runner.reduce_log_values)
         if runner.log_buffer.ready:
             self._log_and_reset(runner)
