@@ -96,6 +96,9 @@ LOGGER_BACKENDS: Dict[str, str] = {
     'DvcliveLoggerHook': 'DVCLiveVisBackend',
 }
 
+#: Logger hooks that only change what the terminal shows: nothing to carry over.
+DISPLAY_ONLY_HOOKS = ('ProgressBarHook',)
+
 #: mmengine ``default_hooks`` entry → the mtrain (mmcv 1.x) key that carries it.
 DEFAULT_HOOKS: Dict[str, str] = {
     'timer': '(always registered: IterTimerHook)', 'logger': 'log_config',

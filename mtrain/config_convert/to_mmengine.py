@@ -11,7 +11,7 @@ from typing import Any, Dict, Tuple
 
 from . import schedule_to_mmengine as sched
 from .report import ConversionReport
-from .table import LOGGER_BACKENDS
+from .table import DISPLAY_ONLY_HOOKS, LOGGER_BACKENDS
 
 _LOADER_KEYS = {'samples_per_gpu': 'batch_size', 'workers_per_gpu': 'num_workers',
                 'persistent_workers': 'persistent_workers', 'pin_memory': 'pin_memory',
@@ -250,6 +250,10 @@ def _backends(log: Dict[str, Any], out: Dict[str, Any], report: ConversionReport
     for i, hook in enumerate(log.get('hooks', [dict(type='TextLoggerHook')])):
         hook = dict(hook)
         kind = hook.pop('type')
+        if kind in DISPLAY_ONLY_HOOKS:
+            report.note(f'log_config.hooks.{i}', '(dropped)', f'{kind} only draws a progress '
+                        "bar on the terminal; mmengine's logger prints the log lines")
+            continue
         if kind not in LOGGER_BACKENDS:
             report.lossy(f'log_config.hooks.{i}', '(dropped)', f"'{kind}' has no vis backend")
             continue
