@@ -8,7 +8,9 @@ from .evaluation import EvalHook
 from .fp16 import Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook
 from .hook import STAGES, Hook
 from .iter_timer import IterTimerHook
-from .logger import LoggerHook, ProgressBarHook, TensorboardLoggerHook, TextLoggerHook
+from .logger import (ClearMLLoggerHook, DvcliveLoggerHook, LoggerHook, MlflowLoggerHook,
+                     NeptuneLoggerHook, PaviLoggerHook, ProgressBarHook, SegmindLoggerHook,
+                     TensorboardLoggerHook, TextLoggerHook, TrackerLoggerHook, WandbLoggerHook)
 from .lr_updater import *  # noqa: F401,F403  (every LR policy, by mmcv name)
 from .momentum_updater import *  # noqa: F401,F403
 from .nan_guard import NanGuardHook, NonFiniteLossError
@@ -22,5 +24,8 @@ __all__ = [
     'EvalHook', 'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook',
     'GradientCumulativeOptimizerHook', 'Hook', 'IterTimerHook', 'LoggerHook',
     'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'ProfilerHook', 'ProgressBarHook',
-    'TensorboardLoggerHook', 'TextLoggerHook', 'TorchLrUpdaterHook'
+    'TensorboardLoggerHook', 'TextLoggerHook', 'TorchLrUpdaterHook',
+    # experiment trackers (mmcv 1.x names), and the two that only explain why not
+    'ClearMLLoggerHook', 'DvcliveLoggerHook', 'MlflowLoggerHook', 'NeptuneLoggerHook',
+    'PaviLoggerHook', 'SegmindLoggerHook', 'TrackerLoggerHook', 'WandbLoggerHook'
 ] + lr_updater.__all__ + momentum_updater.__all__
