@@ -41,6 +41,7 @@ def train():
 
 def _train_and_resume(train, work_dir, hook):
     """Epoch 1, then epoch 2 resumed from epoch_1.pth; the .log.json lines of both runs."""
+    os.makedirs(work_dir, exist_ok=True)
     config = osp.join(work_dir, 'digits_tracker.py')
     with open(config, 'w') as f:
         f.write(f'_base_ = {DIGITS!r}\ndata = dict(samples_per_gpu=256)\n'
