@@ -266,7 +266,12 @@ def test_neptune_offline_runs_hold_the_text_log_with_steps_continued(train, tmp_
 def test_clearml_offline_sessions_hold_the_text_log_with_steps_continued(train, tmp_path,
                                                                          monkeypatch):
     home = tmp_path / 'home'
-    monkeypatch.setenv('HOME', str(home))  # ClearML's config and offline cache live there
+    home.mkdir()
+    # ClearML's config and offline cache live in HOME. Reporting in this process and
+    # no code diff keep Task.close() from waiting on a reporter process (~10 s).
+    (home / 'clearml.conf').write_text('sdk.development.report_use_subprocess: false\n'
+                                       'sdk.development.store_uncommitted_code_diff: false\n')
+    monkeypatch.setenv('HOME', str(home))
     monkeypatch.setenv('CLEARML_OFFLINE_MODE', '1')
     _client('clearml')
     hook = dict(type='ClearMLLoggerHook', init_kwargs=dict(
