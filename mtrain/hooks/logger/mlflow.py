@@ -1,4 +1,4 @@
-"""MLflow: metrics, config and checkpoints through the ``mlflow`` client (``mlflow-skinny`` is enough)."""
+"""MLflow: metrics, config and checkpoints through the ``mlflow`` client (``mlflow-skinny``)."""
 
 import os.path as osp
 from typing import Any, Dict, Optional
