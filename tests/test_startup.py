@@ -11,7 +11,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OPTIONAL = ('tensorboard', 'matplotlib', 'torchvision', 'sklearn', 'scipy')
+OPTIONAL = ('tensorboard', 'matplotlib', 'torchvision', 'sklearn', 'scipy',
+            'wandb', 'mlflow', 'neptune', 'dvclive', 'clearml')  # tracker clients
 
 SCRIPT = r'''
 import json, runpy, sys
@@ -26,6 +27,14 @@ import mtrain.datasets, mtrain.models, mtrain.processors, mtrain.evaluation  # n
 stages['import'] = loaded()
 from mtrain.hooks import ProfilerHook, ProgressBarHook, TensorboardLoggerHook
 TensorboardLoggerHook(), ProgressBarHook(), ProfilerHook()
+from mtrain.hooks import (ClearMLLoggerHook, DvcliveLoggerHook, MlflowLoggerHook,
+                          NeptuneLoggerHook, WandbLoggerHook)
+for tracker in (ClearMLLoggerHook, DvcliveLoggerHook, MlflowLoggerHook, NeptuneLoggerHook,
+                WandbLoggerHook):
+    try:
+        tracker()  # looks the client up, imports nothing
+    except ValueError:  # the client is not installed here
+        pass
 stages['hooks built'] = loaded()
 train = runpy.run_path('tools/train.py', run_name='train')
 code = train['main'](['configs/digits/lenet_digits.py', '--work-dir', {work_dir!r},

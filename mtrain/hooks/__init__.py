@@ -9,7 +9,9 @@ from .evaluation import DistEvalHook, EvalHook
 from .fp16 import Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook
 from .hook import STAGES, Hook
 from .iter_timer import IterTimerHook
-from .logger import LoggerHook, ProgressBarHook, TensorboardLoggerHook, TextLoggerHook
+from .logger import (ClearMLLoggerHook, DvcliveLoggerHook, LoggerHook, MlflowLoggerHook,
+                     NeptuneLoggerHook, PaviLoggerHook, ProgressBarHook, SegmindLoggerHook,
+                     TensorboardLoggerHook, TextLoggerHook, TrackerLoggerHook, WandbLoggerHook)
 from .nan_guard import NanGuardHook, NonFiniteLossError
 from .optimizer import GradientCumulativeOptimizerHook, OptimizerHook
 from .param_scheduler import ParamSchedulerHook
@@ -21,7 +23,11 @@ from .sync_buffer import SyncBuffersHook
 __all__ = [
     'STAGES', 'CheckpointHook', 'ClosureHook', 'DistEvalHook', 'DistSamplerSeedHook',
     'EarlyStoppingHook', 'EMAHook', 'EvalHook', 'Fp16OptimizerHook',
-    'GradientCumulativeFp16OptimizerHook', 'GradientCumulativeOptimizerHook', 'Hook', 'IterTimerHook', 'LoggerHook',
-    'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook', 'ParamSchedulerHook', 'ProfilerHook',
-    'ProgressBarHook', 'SyncBuffersHook', 'TensorboardLoggerHook', 'TextLoggerHook'
+    'GradientCumulativeFp16OptimizerHook', 'GradientCumulativeOptimizerHook', 'Hook',
+    'IterTimerHook', 'LoggerHook', 'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook',
+    'ParamSchedulerHook', 'ProfilerHook', 'ProgressBarHook', 'SyncBuffersHook',
+    'TensorboardLoggerHook', 'TextLoggerHook',
+    # experiment trackers (mmcv 1.x names), and the two that only explain why not
+    'ClearMLLoggerHook', 'DvcliveLoggerHook', 'MlflowLoggerHook', 'NeptuneLoggerHook',
+    'PaviLoggerHook', 'SegmindLoggerHook', 'TrackerLoggerHook', 'WandbLoggerHook'
 ] + schedules.__all__

@@ -1,11 +1,13 @@
 """The logger hook base: when a log line is due, and what goes in it.
 
 Values wait in ``runner.log_buffer`` as device-side sums; a logger reads them
-(one host sync) only at its interval. Concrete loggers implement ``log``.
+(one host sync) only at its interval. Concrete loggers implement ``log``;
+those that write scalars somewhere (TensorBoard, the experiment trackers)
+take them from :meth:`LoggerHook.loggable_tags` at :attr:`LoggerHook.global_step`.
 """
 
 from collections import OrderedDict
-from typing import Any, Dict
+from typing import Any, Dict, List, Union
 
 import torch
 
@@ -35,6 +37,9 @@ class LoggerHook(Hook):
         self.ignore_last = ignore_last
         self.reset_flag = reset_flag
         self.by_epoch = by_epoch
+        #: Iterations done when the line being logged was written: the step
+        #: every scalar logger uses, continuous across a resume.
+        self.global_step = 0
 
     def log(self, runner) -> None:
         raise NotImplementedError
@@ -56,17 +61,19 @@ class LoggerHook(Hook):
                 not self.ignore_last and self.end_of_epoch(runner)):
             runner.log_buffer.average(runner.reduce_log_values)
         if runner.log_buffer.ready:
-            self._log_and_reset(runner)
+            # Inside an iteration the runner has not counted the current one yet.
+            self._log_and_reset(runner, runner.iter + 1)
 
     def after_train_epoch(self, runner) -> None:
         if runner.log_buffer.ready:
-            self._log_and_reset(runner)
+            self._log_and_reset(runner, runner.iter)
 
     def after_val_epoch(self, runner) -> None:
         runner.log_buffer.average(runner.reduce_log_values)
-        self._log_and_reset(runner)
+        self._log_and_reset(runner, runner.iter)
 
-    def _log_and_reset(self, runner) -> None:
+    def _log_and_reset(self, runner, step: int) -> None:
+        self.global_step = step
         self.log(runner)
         if self.reset_flag:
             runner.log_buffer.clear_output()
@@ -101,3 +108,38 @@ class LoggerHook(Hook):
             line['memory'] = int(torch.cuda.max_memory_allocated(runner.device) / 2**20)
         line.update(output)
         return line
+
+    def loggable_tags(self, runner) -> Dict[str, Any]:
+        """The current line as mmcv 1.x's tags: what TensorBoard and the trackers write.
+
+        ``train/<name>`` or ``val/<name>`` for each logged number or string
+        (losses, per-task losses, ``grad_norm``, metrics...; not ``time`` and
+        ``data_time``, as in mmcv), ``learning_rate`` and ``momentum`` of the
+        first param group (``learning_rate/<name>`` per optimizer of a dict),
+        and ``train/loss_scale`` under an fp16 optimizer hook with a ``GradScaler``.
+        """
+        mode = self.get_mode(runner)
+        tags: Dict[str, Any] = {}
+        for name, value in runner.log_buffer.output.items():
+            if name in ('time', 'data_time') or not _loggable(value):
+                continue
+            tags[f'{mode}/{name}'] = value
+        if runner.optimizer is not None:
+            tags.update(_per_optimizer('learning_rate', runner.current_lr()))
+            tags.update(_per_optimizer('momentum', runner.current_momentum()))
+        scaler = getattr(runner.optimizer_hook, 'scaler', None)
+        if scaler is not None and mode == 'train':
+            tags['train/loss_scale'] = scaler.get_scale()  # one host read per log line
+        return tags
+
+
+def _loggable(value: Any) -> bool:
+    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
+
+
+def _per_optimizer(tag: str, values: Union[List[float], Dict[str, List[float]]]
+                   ) -> Dict[str, float]:
+    """``{tag: first group's value}``, or ``{tag/name: ...}`` for a dict of optimizers."""
+    if isinstance(values, dict):
+        return {f'{tag}/{name}': v[0] for name, v in values.items() if v}
+    return {tag: values[0]} if values else {}

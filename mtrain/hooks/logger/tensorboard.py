@@ -1,7 +1,7 @@
 """TensorBoard event files: every logged value as a scalar, at each log line."""
 
 import os.path as osp
-from typing import Any, Dict, Optional
+from typing import Optional
 
 from ...registry import HOOKS
 from .base import LoggerHook
@@ -39,7 +39,6 @@ class TensorboardLoggerHook(LoggerHook):
         super().__init__(interval, ignore_last, reset_flag, by_epoch)
         self.log_dir = log_dir
         self.writer = None
-        self._in_iter = False
 
     def before_run(self, runner) -> None:
         super().before_run(runner)
@@ -59,54 +58,17 @@ class TensorboardLoggerHook(LoggerHook):
             self.log_dir = osp.join(runner.work_dir, 'tf_logs')
         self.writer = SummaryWriter(self.log_dir)
 
-    def after_train_iter(self, runner) -> None:
-        self._in_iter = True
-        try:
-            super().after_train_iter(runner)
-        finally:
-            self._in_iter = False
-
     def log(self, runner) -> None:
         if self.writer is None:
             return
-        # The step is the number of iterations done: inside an iteration the
-        # runner has not counted the current one yet (mmcv 1.x put a val line
-        # written after epoch N one step past the epoch's last train line).
-        step = runner.iter + 1 if self._in_iter else runner.iter
-        for tag, value in self.scalars(runner).items():
+        for tag, value in self.loggable_tags(runner).items():
             if isinstance(value, str):
-                self.writer.add_text(tag, value, step)
+                self.writer.add_text(tag, value, self.global_step)
             else:
-                self.writer.add_scalar(tag, value, step)
-
-    def scalars(self, runner) -> Dict[str, Any]:
-        """The tags and values of the current log line."""
-        mode = self.get_mode(runner)
-        tags: Dict[str, Any] = {}
-        for name, value in runner.log_buffer.output.items():
-            if name in ('time', 'data_time') or not _loggable(value):
-                continue
-            tags[f'{mode}/{name}'] = value
-        if runner.optimizer is not None:
-            tags.update(_per_optimizer('learning_rate', runner.current_lr()))
-            tags.update(_per_optimizer('momentum', runner.current_momentum()))
-        scaler = getattr(runner.optimizer_hook, 'scaler', None)
-        if scaler is not None and mode == 'train':
-            tags['train/loss_scale'] = scaler.get_scale()  # one host read per log line
-        return tags
+                self.writer.add_scalar(tag, value, self.global_step)
 
     def after_run(self, runner) -> None:
         if self.writer is not None:
             self.writer.close()  # flushes the background writer
             self.writer = None
 
-
-def _loggable(value: Any) -> bool:
-    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
-
-
-def _per_optimizer(tag: str, values: Any) -> Dict[str, float]:
-    """``{tag: first group's value}``, or ``{tag/name: ...}`` for a dict of optimizers."""
-    if isinstance(values, dict):
-        return {f'{tag}/{name}': v[0] for name, v in values.items() if v}
-    return {tag: values[0]} if values else {}

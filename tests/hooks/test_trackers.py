@@ -1,0 +1,310 @@
+"""Experiment-tracker hooks against their real clients, offline, read back from their own files.
+
+Each tracker test trains the digits demo for one epoch (6 iterations of
+256 images, a line every 2), then resumes from ``epoch_1.pth`` with
+``--resume-from`` for a second epoch, and checks that the tracker holds the
+text log's values at the global iteration: 2, 4, 6 then 8, 10, 12.
+"""
+
+import csv
+import glob
+import json
+import logging
+import os
+import os.path as osp
+import runpy
+import struct
+import time
+
+import pytest
+
+from mtrain.hooks import IterTimerHook, OptimizerHook, TextLoggerHook
+from mtrain.hooks.logger.tracker import require_package
+from mtrain.registry import HOOKS, build
+from mtrain.utils import ConfigError
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+DIGITS = osp.join(ROOT, 'configs', 'digits', 'lenet_digits.py')
+TRAIN_STEPS = [2, 4, 6, 8, 10, 12]  # 1,433 images / 256 = 6 iterations an epoch
+VAL_STEPS = [6, 12]
+
+
+def _client(name):
+    return pytest.importorskip(name, reason=f"the {name} client is not installed "
+                               "(pip install -e '.[trackers]')")
+
+
+@pytest.fixture(scope='module')
+def train():
+    return runpy.run_path(osp.join(ROOT, 'tools', 'train.py'), run_name='tracker_train')['main']
+
+
+def _train_and_resume(train, work_dir, hook):
+    """Epoch 1, then epoch 2 resumed from epoch_1.pth; the .log.json lines of both runs."""
+    os.makedirs(work_dir, exist_ok=True)
+    config = osp.join(work_dir, 'digits_tracker.py')
+    with open(config, 'w') as f:
+        f.write(f'_base_ = {DIGITS!r}\ndata = dict(samples_per_gpu=256)\n'
+                'runner = dict(max_epochs=1)\n'
+                f"log_config = dict(interval=2, hooks=[dict(type='TextLoggerHook'), {hook!r}])\n")
+    assert train([config, '--work-dir', work_dir]) == 0
+    assert train([config, '--work-dir', work_dir, '--resume-from',
+                  osp.join(work_dir, 'epoch_1.pth'), '--cfg-options', 'runner.max_epochs=2']) == 0
+    lines = []
+    for name in sorted(n for n in os.listdir(work_dir) if n.endswith('.log.json')):
+        with open(osp.join(work_dir, name)) as f:
+            lines += [r for r in map(json.loads, f) if 'mode' in r]
+    return lines
+
+
+def _expected(lines):
+    """The text log's values by tracker tag, at the global iteration."""
+    train = [r for r in lines if r['mode'] == 'train']
+    val = [r for r in lines if r['mode'] == 'val']
+    return {'train/loss': [((r['epoch'] - 1) * 6 + r['iter'], r['loss']) for r in train],
+            'learning_rate': [((r['epoch'] - 1) * 6 + r['iter'], r['lr']) for r in train],
+            'val/accuracy': [(r['epoch'] * 6, r['accuracy']) for r in val]}
+
+
+def _check(logged, lines):
+    """The tracker's (step, value) series equal the text log's.
+
+    A val line repeats learning_rate and momentum at its iteration: same step, same value.
+    """
+    for tag, series in _expected(lines).items():
+        got = dict(logged[tag])
+        assert sorted(got) == [s for s, _ in series], tag
+        assert [got[s] for s, _ in series] == pytest.approx([v for _, v in series], abs=1e-4), tag
+    assert [s for s, _ in logged['train/loss']] == TRAIN_STEPS
+    assert [s for s, _ in logged['val/accuracy']] == VAL_STEPS
+    assert 'train/time' not in logged and 'momentum' in logged
+
+
+# -- W&B -------------------------------------------------------------------------
+def _wandb_records(path):
+    """The protobuf records of a ``.wandb`` file (W&B's LevelDB-style log, 32 KiB blocks)."""
+    from wandb.proto import wandb_internal_pb2
+    with open(path, 'rb') as f:
+        data = f.read()
+    assert data[:4] == b':W&B'
+    pos, payload = 7, b''  # after the header: ':W&B', magic, version
+    while pos + 7 <= len(data):
+        if 32768 - pos % 32768 < 7:  # a block's tail too short for a header is padding
+            pos += 32768 - pos % 32768
+            continue
+        length, kind = struct.unpack('<HB', data[pos + 4:pos + 7])
+        payload += data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # a FULL record, or the LAST piece of one
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(payload)
+            yield record
+        if kind in (0, 1, 4):
+            payload = b''
+
+
+def _wandb_history(work_dir):
+    logged, run_ids, config = {}, set(), {}
+    for path in sorted(glob.glob(osp.join(work_dir, 'wandb', 'offline-run-*', '*.wandb'))):
+        records = list(_wandb_records(path))
+        deadline = time.time() + 60  # wandb-core's writer may finish the file after finish()
+        while not any(r.WhichOneof('record_type') == 'exit' for r in records):
+            assert time.time() < deadline, f'{path} has no exit record after 60 s'
+            time.sleep(0.2)
+            records = list(_wandb_records(path))
+        for record in records:
+            kind = record.WhichOneof('record_type')
+            if kind == 'run':
+                run_ids.add(record.run.run_id)
+            elif kind == 'config':
+                config.update({i.key: json.loads(i.value_json) for i in record.config.update})
+            elif kind == 'history':
+                items = {i.key or '/'.join(i.nested_key): json.loads(i.value_json)
+                         for i in record.history.item}
+                for tag, value in items.items():
+                    if not tag.startswith('_'):
+                        logged.setdefault(tag, []).append((record.history.step.num, value))
+    return logged, run_ids, config
+
+
+def test_wandb_offline_run_holds_the_text_log_and_resumes_the_same_run(train, tmp_path,
+                                                                          monkeypatch):
+    _client('wandb')
+    for name, value in dict(WANDB_MODE='offline', WANDB_SILENT='true', WANDB_CONSOLE='off',
+                            WANDB_DISABLE_CODE='true', WANDB_DISABLE_GIT='true',
+                            WANDB_CONFIG_DIR=str(tmp_path / 'cfg'),
+                            WANDB_CACHE_DIR=str(tmp_path / 'cache'),
+                            WANDB_DATA_DIR=str(tmp_path / 'data')).items():
+        monkeypatch.setenv(name, value)
+    hook = dict(type='WandbLoggerHook', init_kwargs=dict(project='mtrain-test'),
+                define_metric_cfg={'val/accuracy': 'max'})
+    lines = _train_and_resume(train, str(tmp_path), hook)
+    logged, run_ids, config = _wandb_history(str(tmp_path))
+    _check(logged, lines)
+    assert len(run_ids) == 1  # the resumed run appended to the first one (id, resume='allow')
+    assert config['optimizer']['lr'] == 0.1  # the merged config, as run.config
+
+
+# -- MLflow ----------------------------------------------------------------------
+def _mlflow_env(tmp_path, monkeypatch):
+    _client('mlflow')
+    monkeypatch.setenv('MLFLOW_TRACKING_URI', (tmp_path / 'mlruns').as_uri())
+    monkeypatch.setenv('MLFLOW_ALLOW_FILE_STORE', 'true')  # MLflow 3: a local file store
+    from mlflow.tracking import MlflowClient
+    return MlflowClient()
+
+
+def test_mlflow_run_holds_the_text_log_config_and_checkpoints_and_is_reopened_on_resume(
+        train, tmp_path, monkeypatch):
+    client = _mlflow_env(tmp_path, monkeypatch)
+    hook = dict(type='MlflowLoggerHook', exp_name='digits', tags=dict(team='vision'))
+    lines = _train_and_resume(train, str(tmp_path), hook)
+    [run] = client.search_runs([client.get_experiment_by_name('digits').experiment_id])
+    logged = {tag: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, tag)]
+              for tag in run.data.metrics}
+    _check(logged, lines)
+    assert run.data.params['optimizer.lr'] == '0.1' and run.data.tags['team'] == 'vision'
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {'config.py', 'config_resumed_iter_6.py', 'models'} <= artifacts
+    models = {a.path for a in client.list_artifacts(run.info.run_id, 'models')}
+    assert {'models/epoch_1.pth', 'models/epoch_2.pth'} <= models
+
+
+def test_a_tracker_failing_mid_run_warns_once_and_training_and_text_log_go_on(
+        make_runner, toy_loader, tmp_path, monkeypatch, caplog):
+    import shutil
+
+    from mtrain.hooks import Hook
+    _mlflow_env(tmp_path, monkeypatch)
+
+    class LoseTheStore(Hook):
+        def after_train_iter(self, runner):
+            if runner.iter == 3:
+                shutil.rmtree(tmp_path / 'mlruns')
+
+    runner = make_runner(max_len=2)
+    runner.register_hook(OptimizerHook())
+    runner.register_hook(IterTimerHook(), 'LOW')
+    runner.register_hook(LoseTheStore(), 'HIGH')
+    runner.register_hook(TextLoggerHook(interval=2), 'VERY_LOW')
+    runner.register_hook(build(dict(type='MlflowLoggerHook', exp_name='toy', log_model=False),
+                               HOOKS, 'hook'),
+                         'VERY_LOW')
+    with caplog.at_level(logging.WARNING, logger='mtrain.test'):
+        runner.run([toy_loader], [('train', 1)])
+    warnings = [r.message for r in caplog.records if 'MlflowLoggerHook' in r.message]
+    assert len(warnings) == 1 and 'training goes on' in warnings[0]
+    [log] = glob.glob(str(tmp_path / '*.log.json'))
+    with open(log) as f:
+        train_lines = [r for r in map(json.loads, f) if r.get('mode') == 'train']
+    assert [(r['epoch'], r['iter']) for r in train_lines] == [(e, i) for e in (1, 2)
+                                                             for i in (2, 4, 6, 8)]
+    import mlflow
+    assert mlflow.active_run() is None  # the run this hook opened was closed all the same
+
+
+# -- DVCLive ---------------------------------------------------------------------
+def _dvclive_series(live_dir, tag):
+    with open(osp.join(live_dir, 'plots', 'metrics', *tag.split('/')) + '.tsv') as f:
+        return [(int(r['step']), float(r[tag.split('/')[-1]]))
+                for r in csv.DictReader(f, delimiter='\t')]
+
+
+def test_dvclive_files_hold_the_text_log_and_go_on_after_resume(train, tmp_path):
+    _client('dvclive')
+    hook = dict(type='DvcliveLoggerHook', save_dvc_exp=False, dvcyaml=None,
+                model_file=str(tmp_path / 'model' / 'model.pth'))
+    lines = _train_and_resume(train, str(tmp_path), hook)
+    live_dir = str(tmp_path / 'dvclive')
+    logged = {tag: _dvclive_series(live_dir, tag)
+              for tag in ('train/loss', 'learning_rate', 'val/accuracy', 'momentum')}
+    _check(logged, lines)
+    import yaml
+    with open(osp.join(live_dir, 'params.yaml')) as f:
+        assert yaml.safe_load(f)['optimizer']['lr'] == 0.1
+    assert osp.isfile(tmp_path / 'model' / 'model.pth')  # model_file: saved every epoch
+
+
+# -- Neptune ---------------------------------------------------------------------
+def _neptune_offline_runs(cwd):
+    """Each offline run's operations (Neptune's on-disk queue: one JSON object a line)."""
+    runs = []
+    for run_dir in glob.glob(osp.join(cwd, '.neptune', 'offline', 'run__*')):
+        ops = []
+        for path in sorted(glob.glob(osp.join(run_dir, 'data-*.log'))):
+            with open(path) as f:
+                ops += [json.loads(line)['obj'] for line in f if line.strip()]
+        runs.append(ops)
+    return runs
+
+
+def test_neptune_offline_runs_hold_the_text_log_with_steps_continued(train, tmp_path,
+                                                                       monkeypatch):
+    _client('neptune')
+    monkeypatch.chdir(tmp_path)  # offline data goes to ./.neptune
+    hook = dict(type='NeptuneLoggerHook', init_kwargs=dict(
+        mode='offline', project='mtrain/test', capture_stdout=False, capture_stderr=False,
+        capture_hardware_metrics=False, capture_traceback=False, git_ref=False,
+        source_files=[]))
+    lines = _train_and_resume(train, str(tmp_path / 'work'), hook)
+    runs = _neptune_offline_runs(str(tmp_path))
+    assert len(runs) == 2  # offline: no id to reopen, a new run whose steps go on
+    logged = {}
+    for ops in runs:
+        for op in ops:
+            if op['type'] in ('LogFloats', 'LogStrings'):
+                logged.setdefault('/'.join(op['path']), []).extend(
+                    (int(v['step']), v['value']) for v in op['values'])
+    logged = {tag: sorted(series) for tag, series in logged.items()}
+    _check(logged, lines)
+    configs = [op for ops in runs for op in ops if op['path'][:1] == ['config']]
+    assert any(op['path'] == ['config', 'optimizer', 'lr'] and op['value'] == 0.1
+               for op in configs)
+
+
+# -- ClearML ---------------------------------------------------------------------
+def test_clearml_offline_sessions_hold_the_text_log_with_steps_continued(train, tmp_path,
+                                                                         monkeypatch):
+    home = tmp_path / 'home'
+    home.mkdir()
+    # ClearML's config and offline cache live in HOME. Reporting in this process and
+    # no code diff keep Task.close() from waiting on a reporter process (~10 s).
+    (home / 'clearml.conf').write_text('sdk.development.report_use_subprocess: false\n'
+                                       'sdk.development.store_uncommitted_code_diff: false\n')
+    monkeypatch.setenv('HOME', str(home))
+    monkeypatch.setenv('CLEARML_OFFLINE_MODE', '1')
+    _client('clearml')
+    hook = dict(type='ClearMLLoggerHook', init_kwargs=dict(
+        project_name='mtrain', task_name='digits', auto_connect_frameworks=False,
+        auto_resource_monitoring=False, auto_connect_arg_parser=False,
+        auto_connect_streams=False, reuse_last_task_id=False))
+    lines = _train_and_resume(train, str(tmp_path / 'work'), hook)
+    sessions = glob.glob(str(home / '.clearml' / 'cache' / 'offline' / 'offline-*' /
+                             'metrics.jsonl'))
+    assert len(sessions) == 2  # offline: a task cannot be continued, a new one goes on
+    logged = {}
+    for path in sessions:
+        with open(path) as f:
+            for batch in map(json.loads, f):
+                for event in batch:
+                    if event['type'] == 'training_stats_scalar':
+                        logged.setdefault(event['metric'], []).append(
+                            (event['iter'], event['value']))
+    logged = {tag: sorted(series) for tag, series in logged.items()}
+    _check(logged, lines)
+
+
+# -- the hooks mtrain does not have, and a missing client --------------------------
+@pytest.mark.parametrize('name', ['PaviLoggerHook', 'SegmindLoggerHook'])
+def test_retired_services_fail_before_training_naming_the_alternatives(name):
+    cfg = dict(type=name, init_kwargs=dict(project='x'), add_last_ckpt=True)
+    with pytest.raises(ConfigError) as info:
+        build(cfg, HOOKS, 'log_config.hooks.1')
+    assert info.value.key == 'log_config.hooks.1.type'
+    assert 'WandbLoggerHook' in str(info.value) and 'not a registered' not in str(info.value)
+
+
+def test_a_missing_client_fails_at_build_time_naming_the_pip_package():
+    with pytest.raises(ConfigError, match=r'pip install no-such-tracker') as info:
+        require_package('mtrain_no_such_tracker', 'no-such-tracker', 'NoSuchLoggerHook')
+    assert info.value.key == 'type'  # build() prefixes the hook's key path
