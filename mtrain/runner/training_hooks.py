@@ -10,7 +10,7 @@ entry gets ``interval`` from ``log_config``. Priorities follow mmcv 1.x.
 
 import copy
 import inspect
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 from ..hooks import Hook
 from ..registry import HOOKS, build

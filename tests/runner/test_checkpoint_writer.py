@@ -9,7 +9,7 @@ import torch
 
 from mtrain.hooks import CheckpointHook, Hook, OptimizerHook
 from mtrain.runner import CheckpointError, load_checkpoint_file
-from mtrain.runner import base_runner
+from mtrain.runner import run_checkpoints
 
 
 def _run(make_runner, loader, **ckpt_kwargs):
@@ -53,13 +53,13 @@ def test_async_checkpoints_equal_the_synchronous_ones(make_runner, toy_loader, t
 @pytest.fixture
 def slow_writes(monkeypatch):
     """Checkpoint files are written only once the returned event is set."""
-    release, real_save = threading.Event(), base_runner.save_checkpoint_file
+    release, real_save = threading.Event(), run_checkpoints.save_checkpoint_file
 
     def save_when_released(ckpt, path):
         assert release.wait(timeout=30)
         real_save(ckpt, path)
 
-    monkeypatch.setattr(base_runner, 'save_checkpoint_file', save_when_released)
+    monkeypatch.setattr(run_checkpoints, 'save_checkpoint_file', save_when_released)
     return release
 
 
@@ -97,7 +97,7 @@ def test_a_save_waits_for_the_write_in_flight_so_latest_moves_forward(make_runne
 
 def test_a_failed_background_write_is_raised_and_keeps_the_previous_checkpoint(
         make_runner, toy_loader, tmp_path, monkeypatch):
-    real_save, calls = base_runner.save_checkpoint_file, []
+    real_save, calls = run_checkpoints.save_checkpoint_file, []
 
     def disk_fills_up(ckpt, path):
         calls.append(path)
@@ -111,7 +111,7 @@ def test_a_failed_background_write_is_raised_and_keeps_the_previous_checkpoint(
         def after_run(self, runner):
             AfterRun.called = True
 
-    monkeypatch.setattr(base_runner, 'save_checkpoint_file', disk_fills_up)
+    monkeypatch.setattr(run_checkpoints, 'save_checkpoint_file', disk_fills_up)
     runner = make_runner(max_len=3)
     runner.register_hook(OptimizerHook())
     runner.register_hook(CheckpointHook(interval=1, async_save=True))

@@ -28,6 +28,7 @@ class LoggerHook(Hook):
     """
 
     priority = 'VERY_LOW'
+    _loader, _length = None, 0  # the loader whose length _epoch_length knows
 
     def __init__(self, interval: int = 10, ignore_last: bool = True,
                  reset_flag: bool = False, by_epoch: bool = True) -> None:
@@ -54,15 +55,23 @@ class LoggerHook(Hook):
         runner.log_buffer.clear()  # values of the last epoch's partial interval
 
     def after_train_iter(self, runner) -> None:
-        done = (runner.inner_iter if self.by_epoch else runner.iter) + 1
+        inner = runner.inner_iter
+        done = (inner if self.by_epoch else runner.iter) + 1
+        due = done % self.interval == 0
         # An epoch shorter than the interval still logs once, at its end (mmcv 1.x: never).
-        short_epoch = self.by_epoch and done < self.interval and self.end_of_epoch(runner)
-        if done % self.interval == 0 or short_epoch or (
-                not self.ignore_last and self.end_of_epoch(runner)):
+        if not due and (not self.ignore_last or self.by_epoch and done < self.interval):
+            due = inner + 1 == self._epoch_length(runner)
+        if due:
             runner.log_buffer.average(runner.reduce_log_values)
         if runner.log_buffer.ready:
             # Inside an iteration the runner has not counted the current one yet.
             self._log_and_reset(runner, runner.iter + 1)
+
+    def _epoch_length(self, runner) -> int:
+        """``len(runner.data_loader)``, asked once per loader (``len`` of a loader is slow)."""
+        if runner.data_loader is not self._loader:
+            self._loader, self._length = runner.data_loader, len(runner.data_loader)
+        return self._length
 
     def after_train_epoch(self, runner) -> None:
         if runner.log_buffer.ready:

@@ -1,0 +1,208 @@
+"""The runner's checkpoints: what a run saves, and how a run resumes from it.
+
+A mixin of :class:`~mtrain.runner.BaseRunner` (kept apart so the runner's
+own file stays about the loop's state and hooks). The names and arguments are
+mmcv 1.x's ``save_checkpoint`` / ``load_checkpoint`` / ``resume``; what is
+saved is everything the rest of the run depends on (weights, optimizer, each
+stateful hook, the log buffer, the RNG, the exact position in the data).
+"""
+
+import os.path as osp
+import time
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+from .. import __version__
+from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, load_checkpoint,
+                         load_optimizer_state, model_state, optimizer_state,
+                         save_checkpoint_file, update_latest_link, weights_to_cpu)
+from .checkpoint_writer import snapshot
+from .iter_loader import saved_geometry
+from .rng import get_rng_state, set_rng_state
+
+
+class RunnerCheckpoints:
+    """``state_dict`` / ``save_checkpoint`` / ``load_checkpoint`` / ``resume`` of a runner."""
+
+    def _progress(self) -> Dict[str, int]:
+        """Where a resumed run continues (set by the loops as iterations finish).
+
+        The loops keep it as an ``(epoch, inner_iter, iter)`` tuple: cheap to
+        set every iteration.
+        """
+        epoch, inner_iter, iteration = getattr(self, '_resume_point',
+                                               (self._epoch, 0, self._iter))
+        return dict(epoch=epoch, inner_iter=inner_iter, iter=iteration)
+
+    def state_dict(self, save_optimizer: bool = True, copy: bool = False) -> Dict[str, Any]:
+        """Everything the rest of the run depends on, as a checkpoint dict.
+
+        ``copy``: share no tensor or container with the live run (for a
+        checkpoint written in the background while training goes on).
+        """
+        progress = self._progress()
+        hook_states = {name: state for name, state in self._named_hook_states()}
+        ckpt = {
+            'meta': dict(self.meta, epoch=progress['epoch'], iter=progress['iter'],
+                         time=time.asctime(), mtrain_version=__version__),
+            'state_dict': model_state(self.model),
+            'progress': dict(progress, num_updates=self.num_updates, world_size=self.world_size,
+                             samples_per_gpu=self._samples_per_gpu),
+            'hooks': hook_states,
+            'log_buffer': self.log_buffer.state_dict(),
+            'rng': get_rng_state(),
+        }
+        if save_optimizer and self.optimizer is not None:
+            ckpt['optimizer'] = optimizer_state(self.model, self.optimizer)
+        if copy:  # every tensor copied to the host once, GPU or not
+            return snapshot(ckpt)
+        ckpt['state_dict'] = weights_to_cpu(ckpt['state_dict'])
+        return ckpt
+
+    def _named_hook_states(self):
+        for key, hook in self._named_hooks():
+            state = hook.state_dict()
+            if state:
+                yield key, state
+
+    def save_checkpoint(self, out_dir: str, filename_tmpl: Optional[str] = None,
+                        save_optimizer: bool = True, meta: Optional[Dict] = None,
+                        create_symlink: bool = True, background: bool = False,
+                        on_written: Optional[Callable[[str], None]] = None) -> Optional[str]:
+        """Write a checkpoint (rank 0 only) and move ``latest.pth`` to it.
+
+        ``filename_tmpl`` is formatted with the number of finished epochs
+        (``epoch_{}.pth``) or iterations (a template containing ``iter``).
+        ``background``: snapshot the state now, write it on the checkpoint
+        writer thread (see :mod:`.checkpoint_writer`); ``on_written(path)``
+        runs once the file is whole (e.g. to remove older ones).
+        """
+        if meta is not None and not isinstance(meta, dict):
+            raise TypeError(f'meta should be a dict or None, but got {type(meta)}')
+        self.wait_for_checkpoint()  # one write at a time: latest.pth only moves forward
+        if self.optim_step is not None:
+            self.optim_step.gather_window()  # every rank's half-accumulated grads (collective)
+        if self.rank != 0:
+            if getattr(self.model, 'collective_checkpoint', False):
+                self.state_dict(save_optimizer)  # FSDP: gathering the weights takes every rank
+            return None
+        tmpl = filename_tmpl or self.default_ckpt_tmpl
+        progress = self._progress()
+        number = progress['iter'] if tmpl.startswith('iter') else progress['epoch']
+        path = osp.join(out_dir, tmpl.format(number))
+        self.call_hook('before_save_checkpoint')
+        ckpt = self.state_dict(save_optimizer, copy=background)
+        if meta:
+            ckpt['meta'].update(meta)
+
+        def write() -> None:
+            save_checkpoint_file(ckpt, path)
+            if create_symlink:
+                update_latest_link(path, osp.join(out_dir, 'latest.pth'))
+            if on_written is not None:
+                on_written(path)
+
+        if background:
+            self._checkpoint_writer.submit(path, write)
+        else:
+            write()
+        return path
+
+    def at_stage_end(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn`` once every hook of the current stage has run.
+
+        For a checkpoint that must hold what later hooks of the same stage
+        change: ``CheckpointHook`` (NORMAL) writes the epoch's file after
+        ``EvalHook`` (LOW) has evaluated, so it holds the best score and the
+        early-stopping state of that epoch (docs/robustness.md).
+        """
+        self._stage_end.append(fn)
+
+    def _end_stage(self) -> None:
+        """Run what hooks deferred to the end of the stage (the loops call it)."""
+        while self._stage_end:
+            self._stage_end.pop(0)()
+
+    def wait_for_checkpoint(self) -> None:
+        """Wait until a checkpoint being written in the background is whole (or raise its error)."""
+        self._checkpoint_writer.wait()
+
+    def _end_run(self) -> None:
+        """Finish a background checkpoint write, then call ``after_run`` (also after an error)."""
+        try:
+            self.wait_for_checkpoint()
+        finally:
+            try:
+                self.call_hook('after_run')
+            finally:
+                self._stop_signals.restore()
+
+    def load_checkpoint(self, filename: str, map_location: Any = 'cpu', strict: bool = False,
+                        revise_keys: Sequence[Tuple[str, str]] = DEFAULT_REVISE_KEYS,
+                        trusted: bool = False) -> Dict[str, Any]:
+        """Load model weights only (``load_from``); returns the checkpoint.
+
+        Not strict (the default, for fine-tuning): every tensor that fits is
+        loaded; missing, unexpected and shape-mismatched keys are logged as
+        one warning. ``strict=True``: any of them is a :class:`CheckpointError`.
+        """
+        if map_location == 'default':
+            # mmcv's 'default' is the current GPU. The CPU ends the same: weights and optimizer
+            # state are copied to the parameters' device, and the RNG state must stay on the CPU.
+            map_location = 'cpu'
+        try:
+            ckpt = load_checkpoint(self.model, filename, map_location, strict, self.logger,
+                                   revise_keys, trusted)
+        except RuntimeError as e:
+            if isinstance(e, CheckpointError):
+                raise
+            raise CheckpointError(f'{filename} does not fit the model: {e}\nTo start from the '
+                                  'weights that fit, use load_from (not resume_from).') from e
+        self.logger.info(f'load checkpoint from {filename}')
+        return ckpt
+
+    def resume(self, checkpoint: str, resume_optimizer: bool = True,
+               map_location: Any = 'default', trusted: bool = False) -> None:
+        """Continue a run exactly where ``checkpoint`` left it (the model must fit it exactly).
+
+        A checkpoint written by mmcv 1.x (no ``progress``) resumes from its
+        ``meta['epoch']`` / ``meta['iter']`` at the start of that epoch.
+        """
+        ckpt = self.load_checkpoint(checkpoint, map_location, strict=True, trusted=trusted)
+        progress = ckpt.get('progress') or _mmcv_progress(ckpt, checkpoint)
+        self._epoch, self._iter = progress['epoch'], progress['iter']
+        self._start_inner_iter = progress['inner_iter']
+        self._resume_point = (progress['epoch'], progress['inner_iter'], progress['iter'])
+        self.num_updates = progress['num_updates']
+        self._resume_geometry = saved_geometry(progress, self.world_size, self.logger)
+        self.meta.setdefault('hook_msgs', {}).update(ckpt.get('meta', {}).get('hook_msgs', {}))
+        if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
+            load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])
+        states = dict(self._named_hooks())
+        for key, state in ckpt.get('hooks', {}).items():
+            if key in states:
+                states[key].load_state_dict(state)
+            else:
+                self.logger.warning(f'checkpoint has state for hook {key}, which this run '
+                                    'does not have; it is ignored')
+        self.log_buffer.load_state_dict(ckpt.get('log_buffer', {}))
+        if 'rng' in ckpt:
+            set_rng_state(ckpt['rng'])
+        self.logger.info(f'resumed from {checkpoint}: epoch {self._epoch}, '
+                         f'iter {self._iter}, update {self.num_updates}')
+
+    def _named_hooks(self):
+        """``(key, hook)`` pairs; a second hook of the same class is ``Name#2``."""
+        seen: Dict[str, int] = {}
+        for hook in self._hooks:
+            name = type(hook).__name__
+            seen[name] = seen.get(name, 0) + 1
+            yield (name if seen[name] == 1 else f'{name}#{seen[name]}'), hook
+
+
+def _mmcv_progress(ckpt: Dict[str, Any], path: str) -> Dict[str, int]:
+    """Where an mmcv 1.x checkpoint (``meta`` epoch/iter, no ``progress``) resumes."""
+    meta = ckpt.get('meta') or {}
+    if 'epoch' not in meta or 'iter' not in meta:
+        raise CheckpointError(f'{path} has no run progress (no meta epoch/iter); use '
+                              '--load-from to start from its weights')
+    return dict(epoch=meta['epoch'], iter=meta['iter'], inner_iter=0, num_updates=meta['iter'])
