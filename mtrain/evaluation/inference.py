@@ -21,6 +21,7 @@ from torch import nn
 from torch.utils._pytree import tree_map
 
 from ..utils import get_dist_info
+from ..utils.modules import module_device
 from .collect import collect_results_cpu, collect_results_gpu
 
 
@@ -67,12 +68,6 @@ def _to_cpu(result: Any) -> Any:
     return tree_map(lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x, result)
 
 
-def _device(model: nn.Module) -> torch.device:
-    for tensor in model.parameters():
-        return tensor.device
-    return torch.device('cpu')
-
-
 @torch.no_grad()
 def single_gpu_test(model: nn.Module, data_loader: Any) -> List[Any]:
     """Every batch's per-sample results, in loader order (mmcv's ``single_gpu_test``).
@@ -83,7 +78,7 @@ def single_gpu_test(model: nn.Module, data_loader: Any) -> List[Any]:
     pile up on the device.
     """
     model.eval()
-    kwargs, device = eval_forward_kwargs(model), _device(model)
+    kwargs, device = eval_forward_kwargs(model), module_device(model)
     results: List[Any] = []
     for data in data_loader:
         results.extend(_to_cpu(model(**kwargs, **_to(data, device))))

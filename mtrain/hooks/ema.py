@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional
 import torch
 
 from ..registry import HOOKS
+from ..utils.modules import strip_wrapper_prefix
 from .hook import Hook
 
 
@@ -153,5 +154,5 @@ def _load_averages(path: str) -> Dict[str, torch.Tensor]:
     state = ckpt.get('hooks', {}).get('EMAHook', {}).get('ema')
     if state is None:
         state = ckpt.get('state_dict', ckpt)
-        state = {k[7:] if k.startswith('module.') else k: v for k, v in state.items()}
+        state = strip_wrapper_prefix(state)
     return state

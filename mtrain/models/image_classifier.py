@@ -10,6 +10,7 @@ from torch import nn
 
 from ..registry import MODELS, build
 from ..utils import ConfigError
+from ..utils.modules import strip_wrapper_prefix
 
 logger = logging.getLogger('mtrain')
 
@@ -126,7 +127,7 @@ def _read_weights(path: str) -> Dict[str, torch.Tensor]:
     if isinstance(state, dict) and isinstance(state.get('state_dict'), dict):
         state = state['state_dict']  # an mtrain (or mmcv) checkpoint
     if isinstance(state, dict) and state and all(k.startswith('module.') for k in state):
-        state = {k[len('module.'):]: v for k, v in state.items()}  # saved from a wrapper
+        state = strip_wrapper_prefix(state)  # saved from a wrapper
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ConfigError(f'{path} is not a state dict (name → tensor); save one with '
                           'torch.save(model.state_dict(), path)', key='pretrained')

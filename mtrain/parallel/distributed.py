@@ -17,6 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ..registry import MODEL_WRAPPERS
 from ..utils import get_logger
 from ..utils.autograd import log_unused_parameters
+from ..utils.modules import module_device
 from .batch_call import call_with_batch, forward_as, has_own_steps
 
 
@@ -68,7 +69,7 @@ class MTDistributedDataParallel(DistributedDataParallel):
             raise RuntimeError('MTDistributedDataParallel needs a process group: start with '
                                'tools/dist_train.sh (or --launcher pytorch/slurm), or use '
                                "model_wrapper=dict(type='ModelWrapper') for one process")
-        device = _module_device(module)
+        device = module_device(module)
         if sync_bn:
             module = _to_sync_batchnorm(module, device)
         if not broadcast_buffers:
@@ -115,12 +116,6 @@ def _no_buffer_broadcast() -> Dict[str, bool]:
     if 'forward_sync_buffers' in inspect.signature(DistributedDataParallel.__init__).parameters:
         return {'forward_sync_buffers': False}  # newer torch: broadcast_buffers is deprecated
     return {'broadcast_buffers': False}
-
-
-def _module_device(module: nn.Module) -> torch.device:
-    for tensor in module.parameters():
-        return tensor.device
-    return torch.device('cpu')
 
 
 def _to_sync_batchnorm(module: nn.Module, device: torch.device) -> nn.Module:

@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from ..registry import MODEL_WRAPPERS
-from .distributed import MTDistributedDataParallel, _module_device
+from ..utils.modules import module_device
+from .distributed import MTDistributedDataParallel
 from .wrapper import ModelWrapper
 
 
@@ -52,7 +53,7 @@ class MMDistributedDataParallel(MTDistributedDataParallel):
 
     def __init__(self, module: nn.Module, device_ids: Optional[Sequence[int]] = None,
                  output_device: Any = None, **kwargs: Any) -> None:
-        device = _module_device(module)
+        device = module_device(module)
         if device_ids and (device.type != 'cuda' or list(device_ids) != [device.index]):
             raise ValueError(f'MMDistributedDataParallel got device_ids={list(device_ids)} but '
                              f'the model is on {device}; move it first (model.cuda()) or '

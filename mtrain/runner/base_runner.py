@@ -29,6 +29,7 @@ from ..parallel import ModelWrapper, is_module_wrapper
 from ..processors import BasicBatchProcessor
 from ..utils import get_dist_info, get_logger, get_priority
 from ..utils.dist import sum_by_key
+from ..utils.modules import module_device
 from .arguments import check_runner_arguments
 from .batch_function import BatchFunctionProcessor, is_mmcv_batch_function
 from .checkpoint_writer import CheckpointWriter
@@ -83,7 +84,7 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
         self.logger = logger or get_logger()
         self.meta = dict(meta or {})
         self.timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
-        self.device = _model_device(self.model)
+        self.device = module_device(self.model)
         self.mode: Optional[str] = None
         self.data_loader = None
         self.data_batch = None
@@ -251,12 +252,6 @@ class Preempted(RuntimeError):
         super().__init__(f'training stopped by {signal_name} after iteration {iteration}{where}. '
                          'Resume with: python tools/train.py CONFIG --auto-resume '
                          '(or --resume-from the checkpoint)')
-
-
-def _model_device(model: nn.Module) -> torch.device:
-    for tensor in model.parameters():
-        return tensor.device
-    return torch.device('cpu')
 
 
 def _per_optimizer(optimizer: Any, what: str, value: Callable) -> Any:
