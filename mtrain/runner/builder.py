@@ -24,6 +24,7 @@ from ..utils import ConfigError, get_dist_info
 from ..utils.errors import did_you_mean
 from .base_runner import BaseRunner
 from .checkpoint import find_latest_valid
+from .epoch_based_runner import check_workflow
 from .preflight import Preflight, run_preflight
 
 
@@ -162,11 +163,10 @@ def _optimizer_hook_cfg(cfg: Config) -> Any:
 
 def _workflow(cfg: Config) -> List[Tuple[str, int]]:
     workflow = [tuple(flow) for flow in cfg.get('workflow', [('train', 1)])]
-    for flow in workflow:
-        if len(flow) != 2 or flow[0] not in ('train', 'val') or not isinstance(flow[1], int) \
-                or flow[1] <= 0:
-            raise ConfigError(f"each workflow phase is ('train', N) or ('val', N) with N > 0, "
-                              f'got {flow!r}', key='workflow')
+    try:
+        check_workflow(workflow)
+    except ValueError as e:
+        raise ConfigError(str(e), key='workflow') from e
     if not any(mode == 'train' for mode, _ in workflow):
         raise ConfigError("the workflow has no ('train', N) phase", key='workflow')
     return workflow

@@ -90,13 +90,21 @@ class EpochBasedRunner(BaseRunner):
         self.call_hook('after_val_epoch')
 
 
+def check_workflow(workflow) -> None:
+    """Raise ``ValueError`` unless ``workflow`` is a list of ``('train'|'val', N > 0)`` phases.
+
+    The builder turns the error into a ``ConfigError`` naming ``workflow``.
+    """
+    for phase in workflow:
+        if len(phase) != 2 or phase[0] not in ('train', 'val') or not isinstance(phase[1], int) \
+                or isinstance(phase[1], bool) or phase[1] <= 0:
+            name = f"'{phase[0]}'" if phase and isinstance(phase[0], str) else repr(phase)
+            raise ValueError(f"workflow phase {name} is not ('train', N) or ('val', N) with "
+                             f'N > 0: got {tuple(phase)!r}')
+
+
 def _check_workflow(workflow, data_loaders, runner) -> None:
+    check_workflow(workflow)
     if len(workflow) != len(data_loaders):
         raise ValueError(f'workflow {workflow} has {len(workflow)} phases but '
                          f'{len(data_loaders)} data loaders were given')
-    for mode, count in workflow:
-        if mode not in ('train', 'val') or not hasattr(runner, mode):
-            raise ValueError(f"workflow phase '{mode}' is unknown; use 'train' or 'val'")
-        if not isinstance(count, int) or count <= 0:
-            raise ValueError(f'workflow phase {(mode, count)} must repeat a positive integer '
-                             'number of times')
