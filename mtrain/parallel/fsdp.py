@@ -55,7 +55,12 @@ class MTFullyShardedDataParallel(nn.Module):
                                'tools/dist_train.sh (or --launcher pytorch/slurm)')
         # Lazy: importing FSDP costs about a second, paid only by runs that use it.
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError as e:  # FSDP2's public entry point arrived in torch 2.6
+            raise RuntimeError(f'MTFullyShardedDataParallel needs torch >= 2.6 (fully_shard); '
+                               f'this is torch {torch.__version__}. Upgrade torch, or use '
+                               "model_wrapper=dict(type='MTDistributedDataParallel')") from e
         super().__init__()
         device = next(module.parameters()).device
         for tensor in module.state_dict().values():
