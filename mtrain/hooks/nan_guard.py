@@ -93,7 +93,8 @@ class NanGuardHook(Hook):
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        losses = [torch.as_tensor(log_vars['loss']) for _, log_vars in pending]  # mmcv: floats
+        losses = [loss if isinstance(loss, torch.Tensor) else torch.as_tensor(loss)  # mmcv: floats
+                  for loss in (log_vars['loss'] for _, log_vars in pending)]
         try:
             finite = torch.isfinite(torch.stack(losses))
         except RuntimeError:  # a loss that is not 0-dim

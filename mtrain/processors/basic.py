@@ -33,7 +33,8 @@ class BasicBatchProcessor(BatchProcessor):
             return self.own_step(runner, batch, train_mode)
         if not train_mode:
             return self.evaluate(runner, batch)
-        if runner.optim_step is None or runner.optim_step.cumulative_iters == 1:
+        step = runner.optim_step
+        if step is None or step.cumulative_iters == 1:
             output = self.forward(runner, batch)  # every backward syncs: no context to enter
         else:
             with self.grad_sync(runner):

@@ -23,6 +23,11 @@ def to_device(batch: Any, device: torch.device) -> Any:
 
 def batch_size(batch: Any) -> int:
     """The leading dimension of the first tensor found in ``batch`` (1 if none)."""
+    if isinstance(batch, dict):  # the usual batch: its first value is a tensor
+        for value in batch.values():
+            if isinstance(value, torch.Tensor):
+                return value.shape[0] if value.dim() else 1
+            break
     n = _leading_dim(batch)
     return 1 if n is None else n
 

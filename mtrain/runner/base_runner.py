@@ -95,6 +95,7 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
         self.should_stop = False  # set by a hook (early stopping) to end the run cleanly
         self.preempted_by: Optional[str] = None  # the signal that asked the run to stop
         self._stop_signals = StopSignals(self.world_size)  # see stop_on_signals
+        self._polls_signals = False  # whether the loops ask after each iteration (DDP)
         # How logged sums are combined over ranks at a log interval (None: one process).
         self.reduce_log_values = sum_by_key if self.world_size > 1 else None
         self._hooks: List[Hook] = []
@@ -225,6 +226,7 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
                 self._poll_stop_signal()
 
         self._stop_signals.install(signals, on_first)
+        self._polls_signals = self.world_size > 1  # one process stops from the handler
 
     def _poll_stop_signal(self, at_end: bool = False) -> None:
         """After an iteration (``iter`` not yet advanced): stop if a signal came."""

@@ -80,8 +80,10 @@ class IterBasedRunner(BaseRunner):
         self.run_iter(batch, train_mode=True)
         self._resume_point = (data_loader.epoch, data_loader.consumed, self._iter + 1)
         self.call_hook('after_train_iter')
-        self._end_stage()
-        self._poll_stop_signal()
+        if self._stage_end:  # what a hook deferred to the end of the stage (checkpoints)
+            self._end_stage()
+        if self._polls_signals:  # DDP: the ranks agree now and then (runner/preemption.py)
+            self._poll_stop_signal()
         self.data_batch = None
         self._inner_iter += 1
         self._iter += 1
