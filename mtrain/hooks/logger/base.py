@@ -113,7 +113,7 @@ class LoggerHook(Hook):
             lrs = runner.current_lr()  # {name: [...]} for a dict of optimizers, as in mmcv
             line['lr'] = ({k: v[0] for k, v in lrs.items()} if isinstance(lrs, dict)
                           else lrs[0])
-        if 'time' in output and torch.cuda.is_available() and runner.device.type == 'cuda':
+        if 'time' in output and runner.device.type == 'cuda':  # (is_available() costs ~30 µs)
             line['memory'] = int(torch.cuda.max_memory_allocated(runner.device) / 2**20)
         line.update(output)
         return line
