@@ -63,13 +63,15 @@ class Fp16OptimizerHook(OptimizerHook):
         detect_anomalous_params: as in :class:`OptimizerHook`.
     """
 
+    _cumulative_iters = 1  # mmcv's arguments have no accumulation; the subclass below sets it
+
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None,
                  loss_scale: Union[float, str, Dict[str, Any], None] = MMCV_DEFAULT_SCALE,
                  dtype: Union[str, torch.dtype] = 'float16', distributed: bool = True,
                  coalesce: bool = True, bucket_size_mb: int = -1,
-                 detect_anomalous_params: bool = False, cumulative_iters: int = 1) -> None:
+                 detect_anomalous_params: bool = False) -> None:
         self.optim_step = OptimStep(
-            grad_clip=grad_clip, cumulative_iters=cumulative_iters, amp_dtype=dtype,
+            grad_clip=grad_clip, cumulative_iters=self._cumulative_iters, amp_dtype=dtype,
             loss_scale=_scale_for(parse_dtype(dtype), loss_scale),
             detect_anomalous_params=detect_anomalous_params)
 
@@ -95,7 +97,8 @@ class GradientCumulativeFp16OptimizerHook(Fp16OptimizerHook):
     """
 
     def __init__(self, cumulative_iters: int = 1, **kwargs) -> None:
-        super().__init__(cumulative_iters=cumulative_iters, **kwargs)
+        self._cumulative_iters = cumulative_iters
+        super().__init__(**kwargs)
 
 
 def _scale_for(dtype: torch.dtype, loss_scale: Any) -> Any:
