@@ -39,7 +39,8 @@ stores it in the checkpoint under the hook's name and gives it back through
 Hooks read these runner attributes: ``model``, ``optimizer``, ``data_loader``,
 ``outputs``, ``epoch``, ``iter``, ``inner_iter``, ``num_updates``,
 ``max_epochs``, ``max_iters``, ``log_buffer``, ``work_dir``, ``logger``,
-``rank``, ``world_size``, ``meta``.
+``rank``, ``world_size``, ``meta``, and ``optim_step`` (the run's
+:class:`~mtrain.step.OptimStep`: loss scaler, accumulation window, skip counts).
 """
 
 from typing import Any, Dict, List

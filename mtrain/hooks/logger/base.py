@@ -136,7 +136,7 @@ class LoggerHook(Hook):
         if runner.optimizer is not None:
             tags.update(_per_optimizer('learning_rate', runner.current_lr()))
             tags.update(_per_optimizer('momentum', runner.current_momentum()))
-        scaler = getattr(runner.optimizer_hook, 'scaler', None)
+        scaler = getattr(runner.optim_step, 'scaler', None)
         if scaler is not None and mode == 'train':
             tags['train/loss_scale'] = scaler.get_scale()  # one host read per log line
         return tags
