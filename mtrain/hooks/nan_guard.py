@@ -18,7 +18,7 @@ is skipped on every rank when the loss is not finite on any of them, so the
 weights stay identical. ``nan_policy = None`` turns the guard off.
 """
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List
 
 import torch
 
@@ -53,7 +53,10 @@ class NanGuardHook(Hook):
             raise ValueError(f'nan_policy interval must be a positive integer, got {interval!r}')
         self.action = action
         self.interval = interval
-        self._pending: List[Tuple[int, Dict[str, Any]]] = []  # (iteration, log_vars)
+        # The log_vars of consecutive iterations since the last check, the first being
+        # iteration _first (1-based); checked when _due of them are in.
+        self._pending: List[Dict[str, Any]] = []
+        self._first = self._due = 0
         self._last_iter = None
         self._step = None
 
@@ -71,13 +74,21 @@ class NanGuardHook(Hook):
         """Steps skipped for a non-finite loss (``action='skip'``; counted by the step)."""
         return 0 if self._step is None else self._step.skipped_nonfinite
 
+    def triggered_stages(self) -> List[str]:
+        stages = super().triggered_stages()  # 'skip' is the step's own check: nothing to do
+        return stages if self.action == 'stop' else ['before_run']
+
     def after_train_iter(self, runner) -> None:
         log_vars = runner.outputs.get('log_vars')
-        if log_vars is None or self.action == 'skip' or 'loss' not in log_vars:
+        if log_vars is None or 'loss' not in log_vars:
             return  # (no total loss: e.g. a GAN's own train_step)
-        iteration = runner.iter + 1
-        self._pending.append((iteration, log_vars))
-        if len(self._pending) >= self.interval or iteration == self._last_iter:
+        pending = self._pending
+        if not pending:  # a new interval: when is it due (at the run's last iteration at most)
+            self._first = runner.iter + 1
+            last = self.interval if self._last_iter is None else self._last_iter - self._first + 1
+            self._due = min(self.interval, last)
+        pending.append(log_vars)
+        if len(pending) >= self._due:
             self.check(runner)
 
     def before_save_checkpoint(self, runner) -> None:
@@ -94,7 +105,7 @@ class NanGuardHook(Hook):
             return
         pending, self._pending = self._pending, []
         losses = [loss if isinstance(loss, torch.Tensor) else torch.as_tensor(loss)  # mmcv: floats
-                  for loss in (log_vars['loss'] for _, log_vars in pending)]
+                  for loss in (log_vars['loss'] for log_vars in pending)]
         try:
             finite = torch.isfinite(torch.stack(losses))
         except RuntimeError:  # a loss that is not 0-dim
@@ -102,7 +113,7 @@ class NanGuardHook(Hook):
         if bool(finite.all()):
             return
         first = int((~finite).nonzero()[0])
-        iteration, terms = pending[first]
+        iteration, terms = self._first + first, pending[first]
         shown = ', '.join(f'{k}={float(v):.4g}' for k, v in terms.items())
         raise NonFiniteLossError(
             f'the loss is not finite at iteration {iteration} (epoch {runner.epoch + 1}): '

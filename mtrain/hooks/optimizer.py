@@ -18,7 +18,7 @@ from typing import Any, Dict, Optional
 from torch import nn
 
 from ..registry import HOOKS
-from ..step import OptimStep, UpdateResult, check_autocast_support
+from ..step import STEPPED, OptimStep, UpdateResult, check_autocast_support
 from .hook import Hook
 
 
@@ -95,15 +95,23 @@ class OptimizerHook(Hook):
         self.optim_step.teardown()
 
     def after_train_iter(self, runner) -> None:
-        step = self.optim_step
+        step, it, hooked = self.optim_step, runner.iter, runner.hooked_stages
         if not self._processor_backwards:
-            runner.call_hook('before_backward')
-            step.backward(runner.outputs['loss'], runner.iter)
-            runner.call_hook('after_backward')
-        if step.ends_window(runner.iter):
-            step.unscale_()
-            runner.call_hook('before_optimizer_step')
-            self.record(runner, step.update())
+            if 'before_backward' in hooked:  # (a point no hook uses costs nothing)
+                runner.call_hook('before_backward')
+            step.backward(runner.outputs['loss'], it)
+            if 'after_backward' in hooked:
+                runner.call_hook('after_backward')
+        if step.ends_window(it):
+            if step.scaler is not None:  # (nothing to unscale in full precision or bf16)
+                step.unscale_()
+            if 'before_optimizer_step' in hooked:
+                runner.call_hook('before_optimizer_step')
+            result = step.update()
+            if result is STEPPED and step.scaler is None and not step.skip_nonfinite:
+                runner.num_updates += 1  # the common case: nothing to log
+            else:
+                self.record(runner, result)
 
     def record(self, runner, result: UpdateResult) -> None:
         """Count the update and log ``grad_norm`` and the skipped steps."""

@@ -89,20 +89,26 @@ class BatchProcessor:
 
     def forward(self, runner, batch: Any) -> Any:
         """``runner.model.train_step(batch)`` between the forward hook points, under autocast."""
-        runner.call_hook('before_forward')
+        hooked = runner.hooked_stages
+        if 'before_forward' in hooked:
+            runner.call_hook('before_forward')
         if self.autocast_dtype is None:
             output = runner.model.train_step(batch)  # the common case: no context to enter
         else:
             with self.autocast(runner.device):
                 output = runner.model.train_step(batch)
-        runner.call_hook('after_forward')
+        if 'after_forward' in hooked:
+            runner.call_hook('after_forward')
         return output
 
     def backward(self, runner, loss: torch.Tensor) -> None:
         """Back-propagate ``loss`` through the run's optimizer step, between the hook points."""
-        runner.call_hook('before_backward')
+        hooked = runner.hooked_stages
+        if 'before_backward' in hooked:
+            runner.call_hook('before_backward')
         runner.optim_step.backward(loss, runner.iter)
-        runner.call_hook('after_backward')
+        if 'after_backward' in hooked:
+            runner.call_hook('after_backward')
 
     def evaluate(self, runner, batch: Any) -> Dict[str, Any]:
         """The eval-mode outputs: losses if the model returns them, else ``predictions``."""

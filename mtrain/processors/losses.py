@@ -28,13 +28,17 @@ def parse_losses(output: Any) -> Tuple[torch.Tensor, Dict[str, Any]]:
     loss = logged_loss = None
     for name, value in output.items():
         if isinstance(value, torch.Tensor):
-            value = value if value.dim() == 0 else value.mean()  # no op for a scalar
+            if value.dim():  # (no op for a scalar)
+                value = value.mean()
+            logged = value.detach()
         elif isinstance(value, (list, tuple)) and all(isinstance(v, torch.Tensor) for v in value):
             value = sum(v.mean() for v in value)
-        elif not isinstance(value, numbers.Number):
+            logged = value.detach()
+        elif isinstance(value, numbers.Number):
+            logged = value
+        else:
             raise TypeError(f"model output '{name}' is a {type(value).__name__}; losses and "
                             'logged values must be tensors, lists of tensors or numbers')
-        logged = _detach(value)
         log_vars[name] = logged
         if 'loss' in name:
             if loss is None:  # one term: the total is that term, no addition, no second detach

@@ -101,6 +101,10 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
         self._hooks: List[Hook] = []
         self._stage_hooks: Dict[str, List[Hook]] = {s: [] for s in STAGES}
         self._stage_calls: Dict[str, Tuple[Callable, ...]] = {s: () for s in STAGES}
+        #: The stages at which some hook acts. The points inside an iteration
+        #: (``before_forward`` … ``before_optimizer_step``) are called only when
+        #: in here, so a run without such hooks pays nothing for them.
+        self.hooked_stages: frozenset = frozenset()
         self._checkpoint_writer = CheckpointWriter()
         self._stage_end: List[Callable[[], Any]] = []  # see at_stage_end
         self._epoch = 0
@@ -180,9 +184,11 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
             self.optimizer_hook = hook
         self._stage_hooks = {s: [h for h in self._hooks if s in h.triggered_stages()]
                              for s in STAGES}
-        # What call_hook runs: each hook's working method, resolved once here.
-        self._stage_calls = {s: tuple(h.method_for(s) for h in hooks)
-                             for s, hooks in self._stage_hooks.items()}
+        # What call_hook runs: each hook's working method, resolved once here (the
+        # dict is updated in place: the epoch loop holds it).
+        self._stage_calls.update((s, tuple(h.method_for(s) for h in hooks))
+                                 for s, hooks in self._stage_hooks.items())
+        self.hooked_stages = frozenset(s for s, calls in self._stage_calls.items() if calls)
 
     def call_hook(self, stage: str) -> None:
         """Call every hook that acts at ``stage``, in priority order."""

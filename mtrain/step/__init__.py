@@ -5,6 +5,6 @@ processors call it; it imports nothing from the rest of mtrain but ``utils``.
 """
 
 from .amp import check_autocast_support, parse_dtype, parse_loss_scale
-from .optim_step import OptimStep, UpdateResult
+from .optim_step import STEPPED, OptimStep, UpdateResult
 
-__all__ = ['OptimStep', 'UpdateResult', 'check_autocast_support', 'parse_dtype', 'parse_loss_scale']
+__all__ = ['OptimStep', 'STEPPED', 'UpdateResult', 'check_autocast_support', 'parse_dtype', 'parse_loss_scale']

@@ -36,7 +36,7 @@ class UpdateResult:
     skipped_because: Optional[str] = None  #: why the update was skipped
 
 
-_STEPPED = UpdateResult(True)  # the common result, made once
+STEPPED = UpdateResult(True)  #: the common result (stepped, no norm), made once
 
 
 class OptimStep:
@@ -179,7 +179,7 @@ class OptimStep:
             stepped = self._stepped
         self.optimizer.zero_grad(set_to_none=True)
         if stepped:
-            return _STEPPED if grad_norm is None else UpdateResult(True, grad_norm)
+            return STEPPED if grad_norm is None else UpdateResult(True, grad_norm)
         self.skipped_overflow += 1
         return UpdateResult(False, None, 'inf/NaN gradients')  # an overflowed norm is inf
 

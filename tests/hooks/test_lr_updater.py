@@ -386,3 +386,60 @@ def test_dict_of_optimizers_stepped_by_the_model_follows_the_iterations(make_run
     assert lr_hook.base_lr == dict(gen=[0.1], disc=[0.01])
     assert momentum_hook.regular_momentum['disc'] == pytest.approx(
         [0.5 * (0.5 + 0.25 * (1 + math.cos(math.pi * 15 / 16)))])
+
+
+# -- by-iteration schedules are computed ahead; a user's policy is asked each time ----
+def _as_user_policy(hook):
+    """Turn ``hook`` into what a user's subclass overriding ``get_lr`` is; return its calls."""
+    policy = type(hook)
+    calls = []
+
+    def get_lr(self, runner, base_lr):
+        calls.append(runner)
+        return policy.get_lr(self, runner, base_lr)
+
+    hook.__class__ = type(f'User{policy.__name__}', (policy,),
+                          {'get_lr': get_lr, '__module__': __name__})
+    return calls
+
+
+@pytest.mark.parametrize('case_id', sorted(c for c in CASES if not CASES[c]['lr_config'].get(
+    'by_epoch', True)))
+def test_computed_ahead_gives_the_numbers_of_asking_every_iteration(case_id):
+    """Bitwise, under both runners' drives: mtrain's policies computed ``AHEAD``
+    iterations at a time, and the same policy as a user's subclass, which sees
+    the real runner at every iteration."""
+    case = CASES[case_id]
+    for driver in ('epoch', 'iter'):
+        runs = []
+        for as_user in (False, True):
+            runner = make_runner(make_optimizer(case['optimizer']), LAYOUT['max_epochs'] if
+                                 driver == 'epoch' else None, LAYOUT['epoch_len'],
+                                 LAYOUT['max_iters'])
+            [hook] = build_hooks(case)
+            calls = _as_user_policy(hook) if as_user else None
+            record = drive_epochs(runner, [hook], LAYOUT['max_epochs']) if driver == 'epoch' \
+                else drive_iters(runner, [hook])
+            runs.append((hook, column(record, 'lr'), calls, runner))
+        (builtin, ahead, _, _), (user, asked, calls, runner) = runs
+        assert ahead == asked, driver  # exact, not approx
+        assert builtin._ahead is not None and user._ahead is None
+        assert calls and all(seen is runner for seen in calls)
+
+
+def test_computed_ahead_follows_a_jump_of_the_iteration_count():
+    """A resumed run (or any jump of runner.iter) gets the values of where it is."""
+    hook = CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False, warmup='linear',
+                                        warmup_iters=10)
+    runner = make_runner(make_optimizer(), None, 7, 1000)
+    hook.before_run(runner)
+    seen = {}
+    for it in list(range(0, 300)) + [5, 6, 999, 998, 500]:
+        runner.iter = it
+        hook.before_train_iter(runner)
+        seen.setdefault(it, []).append(runner.optimizer.param_groups[0]['lr'])
+    assert all(len(set(v)) == 1 for v in seen.values())  # the same value however reached
+    expected = [0.5 * 0.1 * (1 + math.cos(math.pi * it / 1000)) for it in (500, 998, 999)]
+    assert [seen[it][0] for it in (500, 998, 999)] == pytest.approx(expected, rel=1e-12)
+    assert seen[5][0] == pytest.approx(0.1 * (1 - (1 - 0.1) * (1 - 5 / 10)) * 0.5 * (
+        1 + math.cos(math.pi * 5 / 1000)), rel=1e-12)

@@ -81,6 +81,33 @@ def test_idle_hooks_are_not_called_at_stages_they_do_not_override(make_runner):
     assert runner._stage_hooks['before_run'] and not runner._stage_hooks['after_train_iter']
 
 
+def test_points_inside_the_iteration_are_called_only_when_a_hook_uses_them(make_runner,
+                                                                           toy_loader):
+    """``hooked_stages`` says where hooks act; a hook registered mid-run is called at once."""
+    class Inner(Hook):
+        def before_forward(self, runner):
+            calls.append('before_forward')
+
+        def before_optimizer_step(self, runner):
+            calls.append('before_optimizer_step')
+
+    class AddsInnerHook(Hook):
+        def after_train_iter(self, runner):
+            if runner.iter == 2:
+                runner.register_hook(Inner())
+
+    calls = []
+    runner = make_runner(max_len=1)
+    runner.register_hook(OptimizerHook())
+    assert 'before_forward' not in runner.hooked_stages
+    assert {'before_run', 'after_train_iter'} <= runner.hooked_stages
+    runner.register_hook(AddsInnerHook())
+    runner.run([toy_loader], [('train', 1)])
+    assert {'before_forward', 'before_optimizer_step'} <= runner.hooked_stages
+    later = len(toy_loader) - 3  # registered during iteration 3: called from iteration 4 on
+    assert calls == ['before_forward', 'before_optimizer_step'] * later
+
+
 def test_generic_before_iter_falls_back_for_train_and_val(make_runner):
     class Generic(Hook):
         def before_iter(self, runner):

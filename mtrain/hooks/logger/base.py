@@ -28,7 +28,7 @@ class LoggerHook(Hook):
     """
 
     priority = 'VERY_LOW'
-    _loader, _length = None, 0  # the loader whose length _epoch_length knows
+    _loader, _length, _log_at_end = None, 0, False  # see _ends_epoch
 
     def __init__(self, interval: int = 10, ignore_last: bool = True,
                  reset_flag: bool = False, by_epoch: bool = True) -> None:
@@ -57,21 +57,25 @@ class LoggerHook(Hook):
     def after_train_iter(self, runner) -> None:
         inner = runner.inner_iter
         done = (inner if self.by_epoch else runner.iter) + 1
-        due = done % self.interval == 0
-        # An epoch shorter than the interval still logs once, at its end (mmcv 1.x: never).
-        if not due and (not self.ignore_last or self.by_epoch and done < self.interval):
-            due = inner + 1 == self._epoch_length(runner)
-        if due:
+        if done % self.interval == 0 or (runner.data_loader is not self._loader
+                                         or self._log_at_end) and self._ends_epoch(runner):
             runner.log_buffer.average(runner.reduce_log_values)
         if runner.log_buffer.ready:
             # Inside an iteration the runner has not counted the current one yet.
             self._log_and_reset(runner, runner.iter + 1)
 
-    def _epoch_length(self, runner) -> int:
-        """``len(runner.data_loader)``, asked once per loader (``len`` of a loader is slow)."""
-        if runner.data_loader is not self._loader:
-            self._loader, self._length = runner.data_loader, len(runner.data_loader)
-        return self._length
+    def _ends_epoch(self, runner) -> bool:
+        """Whether a partial interval is logged now, at the end of the epoch.
+
+        With ``ignore_last=False``; and with ``by_epoch`` in an epoch shorter
+        than the interval, which still logs once (mmcv 1.x: never). The
+        loader's length is asked once per loader (``len`` of a loader is slow).
+        """
+        loader = runner.data_loader
+        if loader is not self._loader:
+            self._loader, self._length = loader, len(loader)
+            self._log_at_end = not self.ignore_last or self.by_epoch and self._length < self.interval
+        return self._log_at_end and runner.inner_iter + 1 == self._length
 
     def after_train_epoch(self, runner) -> None:
         if runner.log_buffer.ready:
