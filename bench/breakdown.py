@@ -9,9 +9,14 @@ alike; each figure is the median over the epochs of (variant − plain loop), in
 CPU µs per iteration. The plain loop steps a ``CosineAnnealingLR`` and logs
 ``loss.item()`` every 50 iterations, as mtrain's LR hook and logger do.
 
+Every ``--rebuild`` epochs all loops are built again from scratch. Where a
+loop's objects happen to lie in memory shifts its time by a few µs per
+iteration (cache sets, dict layouts), the same code measuring 3–4 µs apart
+from one build to the next; fresh objects every round average that out.
+
 Usage::
 
-    python bench/breakdown.py [--epochs 200]
+    python bench/breakdown.py [--epochs 200] [--rebuild 10]
 """
 
 import argparse
@@ -99,21 +104,37 @@ def measure(variants: Dict[str, Callable], epochs: int) -> Dict[str, List[float]
     return times
 
 
+def build_variants(total_epochs: int, work_dir: str) -> Dict[str, Callable]:
+    """The plain loop and the mtrain runners, freshly built, each warmed up by one epoch."""
+    variants = {'plain loop': plain_epochs(total_epochs), 'mtrain, default hooks':
+                mtrain_epochs(total_epochs, work_dir)}
+    for hook in HOOKS:
+        variants[f'  without {hook}'] = mtrain_epochs(total_epochs, work_dir, [hook])
+    variants['  optimizer hook only'] = mtrain_epochs(total_epochs, work_dir, HOOKS)
+    for epoch in variants.values():
+        epoch()
+    return variants
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description='Per-hook cost of the mtrain loop.')
     parser.add_argument('--epochs', type=int, default=200)
+    parser.add_argument('--rebuild', type=int, default=10,
+                        help='build every loop afresh after this many epochs')
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    total = args.epochs + 1
+    times: Dict[str, List[float]] = {}
     with tempfile.TemporaryDirectory() as work_dir:
-        variants = {'plain loop': plain_epochs(total), 'mtrain, default hooks':
-                    mtrain_epochs(total, work_dir)}
-        for hook in HOOKS:
-            variants[f'  without {hook}'] = mtrain_epochs(total, work_dir, [hook])
-        variants['  optimizer hook only'] = mtrain_epochs(total, work_dir, HOOKS)
-        times = measure(variants, args.epochs)
+        done = 0
+        while done < args.epochs:
+            rounds = min(args.rebuild, args.epochs - done)
+            variants = build_variants(rounds + 2, work_dir)  # (no end-of-run checkpoint)
+            for name, values in measure(variants, rounds).items():
+                times.setdefault(name, []).extend(values)
+            done += rounds
     plain = times['plain loop']
-    print(f'# CPU µs per iteration, median over {args.epochs} interleaved epochs of 64')
+    print(f'# CPU µs per iteration, median over {args.epochs} interleaved epochs of 64 '
+          f'(loops rebuilt every {args.rebuild})')
     for name, values in times.items():
         extra = statistics.median([v - p for v, p in zip(values, plain)])
         print(f'{name:<46} {statistics.median(values):8.1f}   {extra:+7.1f} vs plain')
