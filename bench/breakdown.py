@@ -12,11 +12,14 @@ CPU µs per iteration. The plain loop steps a ``CosineAnnealingLR`` and logs
 Every ``--rebuild`` epochs all loops are built again from scratch. Where a
 loop's objects happen to lie in memory shifts its time by a few µs per
 iteration (cache sets, dict layouts), the same code measuring 3–4 µs apart
-from one build to the next; fresh objects every round average that out.
+from one build to the next; fresh objects every round average that out. Each
+fresh loop first runs ``AHEAD`` iterations untimed (the LR hook computes its
+values that many iterations at a time), so the timed epochs start where the
+hook computes its next values and pay for them.
 
 Usage::
 
-    python bench/breakdown.py [--epochs 200] [--rebuild 10]
+    python bench/breakdown.py [--epochs 400] [--rebuild 20]
 """
 
 import argparse
@@ -31,6 +34,7 @@ import torch
 from torch import nn
 
 from mtrain.hooks import NanGuardHook
+from mtrain.hooks.schedules.base import AHEAD
 from mtrain.runner import EpochBasedRunner
 
 BATCHES = [{'img': torch.zeros(4, 4), 'gt_label': torch.zeros(4, dtype=torch.long)}] * 64
@@ -104,22 +108,26 @@ def measure(variants: Dict[str, Callable], epochs: int) -> Dict[str, List[float]
     return times
 
 
+WARMUP_EPOCHS = -(-AHEAD // len(BATCHES))
+
+
 def build_variants(total_epochs: int, work_dir: str) -> Dict[str, Callable]:
-    """The plain loop and the mtrain runners, freshly built, each warmed up by one epoch."""
+    """The plain loop and the mtrain runners, freshly built and warmed up (see above)."""
     variants = {'plain loop': plain_epochs(total_epochs), 'mtrain, default hooks':
                 mtrain_epochs(total_epochs, work_dir)}
     for hook in HOOKS:
         variants[f'  without {hook}'] = mtrain_epochs(total_epochs, work_dir, [hook])
     variants['  optimizer hook only'] = mtrain_epochs(total_epochs, work_dir, HOOKS)
     for epoch in variants.values():
-        epoch()
+        for _ in range(WARMUP_EPOCHS):
+            epoch()
     return variants
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description='Per-hook cost of the mtrain loop.')
-    parser.add_argument('--epochs', type=int, default=200)
-    parser.add_argument('--rebuild', type=int, default=10,
+    parser.add_argument('--epochs', type=int, default=400)
+    parser.add_argument('--rebuild', type=int, default=20,
                         help='build every loop afresh after this many epochs')
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -128,7 +136,8 @@ def main(argv=None) -> int:
         done = 0
         while done < args.epochs:
             rounds = min(args.rebuild, args.epochs - done)
-            variants = build_variants(rounds + 2, work_dir)  # (no end-of-run checkpoint)
+            # (one epoch more than run: no end-of-run checkpoint is timed)
+            variants = build_variants(WARMUP_EPOCHS + rounds + 1, work_dir)
             for name, values in measure(variants, rounds).items():
                 times.setdefault(name, []).extend(values)
             done += rounds

@@ -16,7 +16,7 @@ from .formulas import check_min_or_ratio, check_warmup, target_value, warmup_fac
 Values = Dict[Optional[str], List[float]]  # optimizer name (None: the only one) -> per group
 
 #: How many iterations a by-iteration schedule of mtrain's own computes at a time.
-AHEAD = 128
+AHEAD = 512
 
 #: The methods that decide a policy's value. If the first class (in the MRO)
 #: defining any of them is one of mtrain's, the value is a function of the
