@@ -6,7 +6,9 @@ an interval's tensors back with one ``stack`` and one host transfer for all
 keys, and takes the weighted means on the host (``math.fsum``, exact to the
 last bit of float64). Memory is bounded: an interval's values are dropped
 once averaged, and a key that nobody averages is folded into one entry every
-``max_pending`` updates.
+``max_pending`` updates. A hook that must see every value of a key (the NaN
+guard, every loss) ``watch``-es it instead of keeping its own copies: it is
+shown the values as they leave, at ``average`` already read back to the host.
 """
 
 import math
@@ -18,6 +20,8 @@ import torch
 Number = Union[int, float, torch.Tensor]
 #: ``source() -> {key: (sum, count)}`` since its last call (then it starts again).
 Source = Callable[[], Dict[str, Tuple[float, int]]]
+#: ``watcher(values, total)``: a key's values as they leave the buffer (see ``watch``).
+Watcher = Callable[[List[Number], Union[float, None]], None]
 
 
 class LogBuffer:
@@ -33,6 +37,8 @@ class LogBuffer:
         self._values: Dict[str, List[Number]] = {}
         self._counts: Dict[str, List[int]] = {}
         self._sources: List[Source] = []
+        self._watchers: Dict[str, List[Watcher]] = {}
+        self._shown: Dict[str, int] = {}  # leading values of a key watchers have seen (folds)
         self.output: Dict[str, Any] = {}
         self.ready = False
 
@@ -44,6 +50,23 @@ class LogBuffer:
         calling :meth:`update` per iteration.
         """
         self._sources.append(source)
+
+    def watch(self, key: str, watcher: Watcher) -> None:
+        """Show ``watcher`` every value of ``key`` once, as it leaves the buffer.
+
+        At :meth:`average`, ``watcher(values, total)`` gets this process's
+        values as host numbers (read back for the log line anyway, so looking
+        costs nothing) and ``total``, their sum over all ranks. At :meth:`clear`
+        and when an unaveraged key is folded, ``watcher(values, None)`` gets them
+        as logged (device tensors). :meth:`pending` shows those not yet shown.
+        """
+        self._watchers.setdefault(key, []).append(watcher)
+
+    def _show(self, key: str, values: List[Number], total: Union[float, None] = None) -> None:
+        """Show watchers ``values`` but those they saw before (a folded entry)."""
+        new = values[self._shown.pop(key, 0):]
+        for watcher in self._watchers.get(key, ()):
+            watcher(new, total)
 
     def update(self, values: Dict[str, Number], count: int = 1) -> None:
         """Record ``values`` (tensors or numbers), each weighted by ``count``."""
@@ -64,6 +87,9 @@ class LogBuffer:
         return self._values.get(key, [])
 
     def _fold(self, key: str) -> None:
+        if key in self._watchers:
+            self._show(key, self._values[key])
+            self._shown[key] = 1
         total, count = self._weighted_sum(key)
         self._values[key], self._counts[key] = [total / count], [count]
 
@@ -110,16 +136,20 @@ class LogBuffer:
         for key in keys:
             weights = self._counts[key]
             if weights.count(weights[0]) == len(weights):  # the usual case: a fixed batch size
-                total = math.fsum(values[key]) * weights[0]
+                total = _fsum(values[key]) * weights[0]
             else:
-                total = math.fsum(map(operator.mul, values[key], weights))
+                total = _fsum(list(map(operator.mul, values[key], weights)))
             totals[key] = (total, sum(weights))
         if reduce_fn is not None:
             totals = reduce_fn(totals)
+        for key in keys:
+            if key in self._watchers:
+                self._show(key, values[key], totals[key][0])
         self.output.update((key, total / count) for key, (total, count) in totals.items())
         self.ready = True
         self._values.clear()
         self._counts.clear()
+        self._shown.clear()
 
     def _read_back(self, keys: List[str]) -> Dict[str, List[Number]]:
         """Every key's values as host numbers, the tensors read in one transfer."""
@@ -139,6 +169,10 @@ class LogBuffer:
         return values
 
     def clear(self) -> None:
+        for key in self._watchers:
+            if key in self._values:
+                self._show(key, self._values[key])
+        self._shown.clear()
         self._values.clear()
         self._counts.clear()
         for source in self._sources:
@@ -159,7 +193,16 @@ class LogBuffer:
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self._values = {k: [v] for k, v in state.get('values', {}).items()}
+        self._shown = dict.fromkeys(self._values, 1)  # seen before the checkpoint was written
         self._counts = {k: [c] for k, c in state.get('counts', {}).items()}
+
+
+def _fsum(values: List[float]) -> float:
+    """``math.fsum``, or a plain sum where fsum refuses (``inf - inf``, overflow): NaN/inf."""
+    try:
+        return math.fsum(values)
+    except (ValueError, OverflowError):
+        return sum(values)
 
 
 def _scalar(key: str, value: torch.Tensor) -> torch.Tensor:

@@ -78,3 +78,33 @@ def test_reduce_fn_sees_every_sum_and_count_by_name():
     buf.average(reduce_fn)
     assert seen == [{'loss': (4.0, 4), 'time': (1.0, 4)}]
     assert buf.output == {'loss': 1.0, 'time': 0.25}
+
+
+def test_a_watcher_sees_every_value_once_as_it_leaves():
+    """At average (host numbers and the all-rank total), at clear and at a fold (as logged)."""
+    seen = []
+    buf = LogBuffer()
+    buf.max_pending = 8
+    buf.watch('loss', lambda values, total: seen.append(
+        ([float(v) for v in values], total, all(isinstance(v, float) for v in values))))
+    for i in range(3):
+        buf.update({'loss': torch.tensor(float(i)), 'acc': torch.tensor(1.)}, 2)
+    buf.average()
+    assert seen == [([0., 1., 2.], 6.0, True)]  # total: the weighted sum (count 2 each)
+    buf.update({'loss': torch.tensor(5.)})
+    buf.clear()
+    assert seen[-1] == ([5.], None, False)
+    for i in range(8):
+        buf.update({'loss': torch.tensor(float(i))})
+    assert seen[-1] == ([float(i) for i in range(8)], None, False)  # folded at max_pending
+    buf.update({'loss': torch.tensor(9.)})
+    buf.average()  # the folded entry is not shown again
+    assert seen[-1][0] == [9.] and len(seen) == 4
+
+
+def test_average_of_opposite_infinities_is_nan_not_an_error():
+    buf = LogBuffer()
+    buf.update({'loss': torch.tensor(float('inf'))})
+    buf.update({'loss': torch.tensor(float('-inf'))})
+    buf.average()
+    assert buf.output['loss'] != buf.output['loss']  # NaN
