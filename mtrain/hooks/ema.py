@@ -83,6 +83,11 @@ class EMAHook(Hook):
         self._loaded = {}
         self._seen_updates = runner.num_updates
 
+    def before_train_iter(self, runner) -> None:
+        # Read here, not only after the last update: a step a fused optimizer skipped on
+        # the device is taken off num_updates at a log line, after this hook's turn.
+        self._seen_updates = runner.num_updates
+
     def after_train_iter(self, runner) -> None:
         if runner.num_updates == self._seen_updates:
             return  # no optimizer update this iteration

@@ -17,7 +17,11 @@ gradients, clip them (the logged ``grad_norm`` is the true, unscaled norm),
 step through the scaler, update the scale, clear the gradients. A step whose
 gradients hold an inf or NaN is skipped by the scaler: the weights and
 ``runner.num_updates`` stay as they are (so update-counted schedules and EMA
-do not move), the iteration counter moves on, and the skip is logged.
+do not move), the iteration counter moves on, and the skip is logged. With a
+fused optimizer (``fused=True``) GradScaler hands the verdict to the kernels
+on the device and reads nothing back; the step is then counted in
+``num_updates`` until the next log line, which reads the skips, logs them
+once and takes them off (see :mod:`mtrain.hooks.optimizer`).
 """
 
 from typing import Any, Dict, Optional, Union

@@ -9,13 +9,30 @@ written, and the run stops at most ``interval - 1`` iterations after the bad one
 
 ``action='skip'`` switches on the optimizer step's own check
 (:class:`~mtrain.step.OptimStep` ``skip_nonfinite``): each loss is tested on
-the device as it is back-propagated, and at the end of an accumulation window
-the window's verdict is read once (one host sync per update, the one
-GradScaler pays under fp16); a window with a non-finite loss is dropped whole:
-not applied, not counted as an update, counted in ``skipped_steps``. Both
-batch processors behave the same. Under DDP the ranks decide together: a step
-is skipped on every rank when the loss is not finite on any of them, so the
-weights stay identical. ``nan_policy = None`` turns the guard off.
+the device as it is back-propagated, and a window (accumulation window, or
+one iteration) with a non-finite loss is dropped whole: not applied and
+counted in ``skipped_steps``. Both batch processors behave the same. Under
+DDP the ranks decide together: a step is skipped on every rank when the loss
+is not finite on any of them, so the weights stay identical. Where the
+verdict goes follows ``GradScaler``'s rule:
+
+- a fused optimizer (``_step_supports_amp_scaling``: ``torch.optim.SGD``,
+  ``Adam``, ``AdamW`` with ``fused=True``, on CUDA or the CPU) gets it on the
+  device as ``found_inf``, as GradScaler hands it its overflow flag, and its
+  kernels leave weights and state (momenta, Adam's step count) untouched: no
+  host sync per update (the first update of a run excepted, see
+  :class:`~mtrain.step.OptimStep`). The host does not know at once that the
+  step was skipped, so ``runner.num_updates`` counts it; at the next log line
+  (and at the end of the run) the skips are read back, one warning says how
+  many, and ``num_updates`` is corrected. Until then, hooks that follow
+  ``num_updates`` (EMA, update-counted schedules) take the skipped step for
+  an update; the totals agree afterwards.
+- any other optimizer cannot undo a step cheaply, so the verdict is read
+  back once per update (the one sync GradScaler pays for such optimizers):
+  the step is not run, not counted in ``num_updates``, and a warning is
+  logged at once.
+
+``nan_policy = None`` turns the guard off.
 """
 
 from typing import Any, Dict, List
@@ -71,7 +88,10 @@ class NanGuardHook(Hook):
 
     @property
     def skipped(self) -> int:
-        """Steps skipped for a non-finite loss (``action='skip'``; counted by the step)."""
+        """Steps skipped for a non-finite loss (``action='skip'``; counted by the step).
+
+        Reads the step's device counter back: for log lines and the end of a run.
+        """
         return 0 if self._step is None else self._step.skipped_nonfinite
 
     def triggered_stages(self) -> List[str]:

@@ -10,7 +10,10 @@ Each hook only configures its step object (``hook.optim_step``, also
 ``runner.optim_step``) and calls it at ``after_train_iter``; the whole update,
 in execution order, is :class:`~mtrain.step.OptimStep`. Every real update adds
 one to ``runner.num_updates``; an accumulation micro-step or a skipped step
-does not.
+does not. A step that a fused optimizer may have skipped on the device
+(``nan_policy`` skip, or fp16's GradScaler) is counted as an update when it
+runs; the skips are read back at the next log line (and at the end of the
+run), which logs one warning for them and takes them off ``num_updates``.
 """
 
 from typing import Any, Dict, Optional
@@ -43,6 +46,7 @@ class OptimizerHook(Hook):
 
     priority = 'ABOVE_NORMAL'
     _processor_backwards = False
+    _settles_at_log_lines = False
 
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None,
                  detect_anomalous_params: bool = False) -> None:
@@ -90,8 +94,12 @@ class OptimizerHook(Hook):
         self._processor_backwards = getattr(runner.batch_processor, 'does_backward', False)
         if step.cumulative_iters > 1:
             self._warn_about_accumulation(runner)
+        if not self._settles_at_log_lines:  # (the buffer polls it at every log line)
+            runner.log_buffer.add_source(lambda: self._settle_device_skips(runner))
+            self._settles_at_log_lines = True
 
     def after_run(self, runner) -> None:
+        self._settle_device_skips(runner)
         self.optim_step.teardown()
 
     def after_train_iter(self, runner) -> None:
@@ -117,7 +125,7 @@ class OptimizerHook(Hook):
         """Count the update and log ``grad_norm`` and the skipped steps."""
         step = self.optim_step
         if result.stepped:
-            runner.num_updates += 1
+            runner.num_updates += 1  # (if deferred, maybe skipped: see _settle_device_skips)
             if result.grad_norm is not None:
                 runner.log_buffer.update({'grad_norm': result.grad_norm},
                                          runner.outputs.get('num_samples', 1))
@@ -128,10 +136,37 @@ class OptimizerHook(Hook):
                 f'{result.skipped_because}{where} at iteration {runner.iter + 1}: the step was '
                 f'skipped (weights and update count unchanged; {self.skipped_steps} skipped '
                 f'so far){scale}')
+        # The counters themselves (device tensors, the same object each time): the buffer
+        # reads them at the log line, so the line shows the count at that moment.
         if step.scaler is not None:
-            runner.log_buffer.update({'fp16_skipped_steps': step.skipped_overflow})
+            runner.log_buffer.update({'fp16_skipped_steps': step.overflow_skips.total})
         if step.skip_nonfinite:
-            runner.log_buffer.update({'skipped_steps': step.skipped_nonfinite})
+            runner.log_buffer.update({'skipped_steps': step.nonfinite_skips.total})
+
+    def _settle_device_skips(self, runner) -> Dict[str, Any]:
+        """Read the skips decided on the device, warn once and correct ``num_updates``.
+
+        Polled by the log buffer when it averages (a log line: the buffer reads
+        back then anyway) and called at the end of the run. Reads nothing when
+        no update since the last call could have been skipped on the device.
+        Contributes no logged value (the counts are logged by :meth:`record`).
+        """
+        step = self.optim_step
+        new = step.take_device_skips()
+        if not any(new.values()):
+            return {}
+        runner.num_updates -= sum(new.values())
+        where = ' (on at least one rank)' if runner.world_size > 1 else ''
+        for kind, why, total in (('nonfinite', 'the loss was not finite', step.skipped_nonfinite),
+                                 ('overflow', 'inf/NaN gradients', step.skipped_overflow)):
+            if new[kind]:
+                scale = (f', loss scale now {step.scaler.get_scale():g}'
+                         if kind == 'overflow' else '')
+                runner.logger.warning(
+                    f'{new[kind]} step(s) skipped since the last log line: {why}{where}; the '
+                    f'fused optimizer left the weights unchanged on the device ({total} '
+                    f'skipped so far; update count corrected to {runner.num_updates}{scale})')
+        return {}
 
     def _warn_about_accumulation(self, runner) -> None:
         if runner.iter % self.cumulative_iters and not self.optim_step.window_in_progress:

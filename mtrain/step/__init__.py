@@ -5,6 +5,7 @@ processors call it; it imports nothing from the rest of mtrain but ``utils``.
 """
 
 from .amp import check_autocast_support, parse_dtype, parse_loss_scale
-from .optim_step import STEPPED, OptimStep, UpdateResult
+from .optim_step import STEPPED, STEPPED_DEFERRED, OptimStep, UpdateResult
 
-__all__ = ['OptimStep', 'STEPPED', 'UpdateResult', 'check_autocast_support', 'parse_dtype', 'parse_loss_scale']
+__all__ = ['OptimStep', 'STEPPED', 'STEPPED_DEFERRED', 'UpdateResult',
+           'check_autocast_support', 'parse_dtype', 'parse_loss_scale']

@@ -12,10 +12,15 @@ Every optimizer hook and every batch processor drives the same
 The step knows nothing of runners or hooks: the caller (``OptimizerHook`` or a
 batch processor that back-propagates itself) calls the hook points around it
 and records ``result`` (the update count, ``grad_norm``, skipped steps).
+
+A skip decided on the device (a fused optimizer, see :class:`OptimStep`) is not
+known to the host when ``update`` returns: the result says ``deferred``, and
+the caller learns the skips from :meth:`OptimStep.take_device_skips` when it
+next reads (at a log line).
 """
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.distributed as dist
@@ -24,19 +29,25 @@ from torch.nn.utils import clip_grad_norm_
 
 from ..utils import all_ranks_true, get_dist_info
 from ..utils.autograd import log_unused_parameters
+from ..utils.dist import all_ranks_true_on_device
 from .amp import parse_dtype, parse_loss_scale
+from .skip_counter import SkipCounter
 
 
 @dataclass(frozen=True)
 class UpdateResult:
     """What :meth:`OptimStep.update` did."""
 
-    stepped: bool  #: the optimizer applied the update
+    stepped: bool  #: the optimizer applied the update (as far as the host knows)
     grad_norm: Optional[torch.Tensor] = None  #: total norm before clipping (with grad_clip)
     skipped_because: Optional[str] = None  #: why the update was skipped
+    #: ``optimizer.step()`` ran with a device-side verdict (``found_inf``) that may
+    #: have skipped it; :meth:`OptimStep.take_device_skips` tells, at the next read.
+    deferred: bool = False
 
 
 STEPPED = UpdateResult(True)  #: the common result (stepped, no norm), made once
+STEPPED_DEFERRED = UpdateResult(True, deferred=True)  #: stepped unless the device skipped it
 
 
 class OptimStep:
@@ -60,6 +71,20 @@ class OptimStep:
     whose loss was not finite on any rank is dropped whole, without an update.
     Under loss scaling ``GradScaler``'s own check does this (a non-finite loss
     gives non-finite gradients).
+
+    Where the verdict is read follows ``GradScaler``'s rule. An optimizer with
+    ``_step_supports_amp_scaling`` (torch's ``fused=True`` SGD, Adam, AdamW)
+    takes it on the device: ``optimizer.found_inf`` is set to 1.0 and its
+    kernels leave parameters and state untouched, so the update costs no host
+    sync; the skip is counted on the device too and ``update`` returns a
+    ``deferred`` result (``take_device_skips`` tells at the next log line).
+    Any other optimizer has no cheap way to undo a step, so the verdict is read
+    back once per update and ``optimizer.step()`` is not called. Until the
+    first update of a run has been applied the verdict is read in either case:
+    torch's fused SGD creates its momentum buffers uninitialised when its
+    first step is skipped on the device. Under GradScaler a fused optimizer
+    skips overflows on the device the same way (counted there too); a
+    skipped step that created the optimizer's state has that state dropped.
     """
 
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None, cumulative_iters: int = 1,
@@ -78,8 +103,8 @@ class OptimStep:
             (None, None) if loss_scale is None else parse_loss_scale(loss_scale))
         self.detect_anomalous_params = detect_anomalous_params
         self.skip_nonfinite = False
-        self.skipped_overflow = 0  # updates GradScaler skipped (inf/NaN gradients)
-        self.skipped_nonfinite = 0  # windows dropped for a non-finite loss
+        self.overflow_skips = SkipCounter()  # updates GradScaler skipped (inf/NaN gradients)
+        self.nonfinite_skips = SkipCounter()  # windows dropped for a non-finite loss
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.scaler: Optional[torch.amp.GradScaler] = None
         self.max_iters: Optional[int] = None
@@ -91,7 +116,10 @@ class OptimStep:
         self._rank_grads: Optional[List[Dict[str, torch.Tensor]]] = None
         self._pending: Dict[str, Any] = {}
         self._stepped = False
+        self._found_inf: Optional[torch.Tensor] = None  # a fused step's verdict from GradScaler
         self._post_hook = None
+        self._fused = False  # the optimizer skips on the device when given found_inf
+        self._applied = False  # an update of this run is known to have been applied
 
     # -- set up once per run -------------------------------------------------
     def setup(self, optimizer: torch.optim.Optimizer, device: torch.device,
@@ -105,10 +133,16 @@ class OptimStep:
                         if p.requires_grad]
         names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
         self._names = [names.get(id(p), f'param.{i}') for i, p in enumerate(self._params)]
+        self._fused = getattr(optimizer, '_step_supports_amp_scaling', False)
+        self._applied = False
+        counter_device = self._params[0].device if self._params else device
+        self.overflow_skips.place(counter_device)
+        self.nonfinite_skips.place(counter_device)
         if self.scaler_args is not None:
             self.scaler = torch.amp.GradScaler(device.type, **self.scaler_args)
             # GradScaler.step skips optimizer.step() on inf/NaN gradients and says so
-            # nowhere public; a step post-hook is the public way to know.
+            # nowhere public; a step post-hook is the public way to know. (A fused
+            # optimizer's step runs either way, handed the verdict as found_inf.)
             self._post_hook = optimizer.register_step_post_hook(self._mark_stepped)
         optimizer.zero_grad(set_to_none=True)
         pending, self._pending = self._pending, {}
@@ -121,7 +155,39 @@ class OptimStep:
             self._post_hook = None
 
     def _mark_stepped(self, optimizer, args, kwargs) -> None:
-        self._stepped = True
+        found_inf = getattr(optimizer, 'found_inf', None)
+        if found_inf is None:
+            self._stepped = True
+        else:  # GradScaler handed a fused step its verdict: it skipped on the device, or not
+            self._found_inf = found_inf == 1  # (what the kernels test)
+
+    # -- skip counts ---------------------------------------------------------
+    @property
+    def skipped_overflow(self) -> int:
+        """Updates GradScaler skipped (reads the device counter: ask at log lines, not per step)."""
+        return self.overflow_skips.value()
+
+    @skipped_overflow.setter
+    def skipped_overflow(self, count: int) -> None:
+        self.overflow_skips.set(count)
+
+    @property
+    def skipped_nonfinite(self) -> int:
+        """Windows dropped for a non-finite loss (reads the device counter, as above)."""
+        return self.nonfinite_skips.value()
+
+    @skipped_nonfinite.setter
+    def skipped_nonfinite(self, count: int) -> None:
+        self.nonfinite_skips.set(count)
+
+    def take_device_skips(self) -> Dict[str, int]:
+        """``{'overflow': n, 'nonfinite': m}``: skips decided on the device since the last call.
+
+        One read of each counter that a ``deferred`` update may have moved
+        (none otherwise); the caller corrects its update count by them.
+        """
+        return {'overflow': self.overflow_skips.take_new(),
+                'nonfinite': self.nonfinite_skips.take_new()}
 
     # -- the accumulation window ---------------------------------------------
     def ends_window(self, iteration: int) -> bool:
@@ -164,36 +230,81 @@ class OptimStep:
 
     def update(self) -> UpdateResult:
         """Clip → step (through the scaler) → update the scale → zero_grad."""
-        if self.skip_nonfinite and self.scaler is None and not self._window_is_finite():
+        finite = self._window_verdict() if self.skip_nonfinite and self.scaler is None else True
+        if finite is False:
             self.optimizer.zero_grad(set_to_none=True)  # the whole window is dropped
-            self.skipped_nonfinite += 1
+            self.nonfinite_skips.add_known()
             return UpdateResult(False, None, 'the loss was not finite')
         grad_norm = self.clip_grads() if self.grad_clip is not None else None
-        if self.scaler is None:
+        if self.scaler is not None:
+            stepped, deferred = self._scaler_step()
+        elif finite is True:
             self.optimizer.step()
-            stepped = True
-        else:
-            self._stepped = False
-            self.scaler.step(self.optimizer)  # skips optimizer.step() on inf/NaN gradients
-            self.scaler.update(self.static_scale)  # a static scale is set back every step
-            stepped = self._stepped
+            stepped, deferred = True, False
+        else:  # the ranks' verdict, left on the device
+            self._step_unless_skipped(finite)
+            stepped, deferred = True, True
         self.optimizer.zero_grad(set_to_none=True)
-        if stepped:
-            return STEPPED if grad_norm is None else UpdateResult(True, grad_norm)
-        self.skipped_overflow += 1
-        return UpdateResult(False, None, 'inf/NaN gradients')  # an overflowed norm is inf
+        if deferred:
+            return (STEPPED_DEFERRED if grad_norm is None
+                    else UpdateResult(True, grad_norm, deferred=True))
+        if not stepped:
+            self.overflow_skips.add_known()
+            return UpdateResult(False, None, 'inf/NaN gradients')  # an overflowed norm is inf
+        self._applied = True
+        return STEPPED if grad_norm is None else UpdateResult(True, grad_norm)
+
+    def _window_verdict(self) -> Union[bool, torch.Tensor]:
+        """Whether the window's losses were finite on every rank.
+
+        Read back (a bool), or left on the device (the agreed bool tensor)
+        for an optimizer that skips there (see the class docstring).
+        """
+        finite, self._window_finite = self._window_finite, None
+        if finite is None:
+            return True  # no loss went back in this window
+        if self._fused and self._applied:
+            return all_ranks_true_on_device(finite)
+        return all_ranks_true(finite)  # every rank skips if any must: weights stay equal
+
+    def _scaler_step(self) -> Tuple[bool, bool]:
+        """GradScaler's step and scale update: ``(stepped, deferred)``."""
+        self._stepped, self._found_inf = False, None
+        fresh = self._fused and not self.optimizer.state  # this step creates the state
+        self.scaler.step(self.optimizer)  # skips optimizer.step() on inf/NaN gradients
+        self.scaler.update(self.static_scale)  # a static scale is set back every step
+        if self._found_inf is None:
+            return self._stepped, False
+        # A fused optimizer was stepped with GradScaler's verdict and skipped, or not, on
+        # the device (GradScaler reads nothing back for it): count it there.
+        found_inf, self._found_inf = self._found_inf, None
+        self.overflow_skips.add_on_device(found_inf)
+        if fresh and self.optimizer.state and bool(found_inf):  # (one read, first steps only)
+            self.optimizer.state.clear()  # fused SGD's new momentum: uninitialised memory
+        return True, True
+
+    def _step_unless_skipped(self, finite: torch.Tensor) -> None:
+        """``optimizer.step()``, which a fused optimizer skips on the device unless ``finite``.
+
+        GradScaler's protocol for ``_step_supports_amp_scaling`` optimizers:
+        ``found_inf`` (float32, 1.0 = skip) and ``grad_scale`` (None: the
+        gradients are not scaled) are read by the fused kernels, which then
+        leave parameters and state alone (Adam's ``step`` count is taken back).
+        """
+        optimizer, skipped = self.optimizer, ~finite
+        optimizer.found_inf = skipped.to(torch.float32)
+        optimizer.grad_scale = None
+        try:
+            optimizer.step()
+        finally:  # nothing else (a later GradScaler step) may see them
+            del optimizer.found_inf, optimizer.grad_scale
+        self.nonfinite_skips.add_on_device(skipped)
 
     def clip_grads(self) -> Optional[torch.Tensor]:
         params = [p for p in self._params if p.grad is not None]
         if not params:
             return None
         return clip_grad_norm_(params, **self.grad_clip)
-
-    def _window_is_finite(self) -> bool:
-        finite, self._window_finite = self._window_finite, None
-        if finite is None:
-            return True
-        return all_ranks_true(finite)  # every rank skips if any must: weights stay equal
 
     # -- state ---------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
@@ -203,10 +314,16 @@ class OptimStep:
             state['scaler'] = self.scaler.state_dict()
         elif self._pending.get('scaler'):
             state['scaler'] = self._pending['scaler']
-        if self.skipped_overflow:
-            state['skipped_steps'] = self.skipped_overflow
-        if self.skipped_nonfinite:
-            state['skipped_nonfinite'] = self.skipped_nonfinite
+        # The counts are read back here (a checkpoint is a sync point anyway). Skips decided
+        # on the device since the last log line are saved apart: the checkpoint's update
+        # count still includes them, and the resumed run corrects it at its first log line.
+        for key, counter in (('skipped_steps', self.overflow_skips),
+                             ('skipped_nonfinite', self.nonfinite_skips)):
+            count, unread = counter.value(), counter.unread()
+            if count:
+                state[key] = count
+            if unread:
+                state[f'{key}_unread'] = unread
         grads = {n: p.grad for n, p in zip(self._names, self._params) if p.grad is not None}
         if grads:  # resuming inside a window must see the same sums
             state['grads'] = grads
@@ -234,8 +351,9 @@ class OptimStep:
         self._rank_grads = gathered
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.skipped_overflow = state.get('skipped_steps', 0)
-        self.skipped_nonfinite = state.get('skipped_nonfinite', 0)
+        for key, counter in (('skipped_steps', self.overflow_skips),
+                             ('skipped_nonfinite', self.nonfinite_skips)):
+            counter.set(state.get(key, 0), state.get(f'{key}_unread', 0))
         if self.optimizer is None:  # resumed before the run started: applied in setup
             self._pending = dict(state)
             return

@@ -85,11 +85,22 @@ def all_ranks_true(flag: torch.Tensor) -> bool:
     is not finite on some rank: if one rank skipped and another stepped,
     their weights would drift apart (or the stepping rank's all-reduce hang).
     """
+    return bool(all_ranks_true_on_device(flag))
+
+
+def all_ranks_true_on_device(flag: torch.Tensor) -> torch.Tensor:
+    """:func:`all_ranks_true` left on the device: a bool tensor on ``flag``'s device.
+
+    One all-reduce (MIN), and nothing is read back: under NCCL the host only
+    queues it, so a device-side consumer (a fused optimizer's ``found_inf``)
+    can use the verdict without a host sync. Under gloo a CUDA flag makes a
+    round trip through the host (as :func:`all_ranks_true` does).
+    """
     if get_dist_info()[1] == 1:
-        return bool(flag)
+        return flag.detach()
     value = flag.detach().to(comm_device(), torch.int32)
     dist.all_reduce(value, op=dist.ReduceOp.MIN)
-    return bool(value)
+    return value.to(flag.device).bool()
 
 
 def max_over_ranks(value: int) -> int:

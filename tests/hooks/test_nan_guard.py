@@ -1,11 +1,24 @@
 """nan_policy: stop names the iteration and writes no NaN checkpoint; skip leaves weights alone."""
 
+import logging
 import os
+import os.path as osp
+import sys
 
 import pytest
 import torch
+from torch import nn
+from torch.utils.data import TensorDataset
 
-from mtrain.hooks import CheckpointHook, Hook, NanGuardHook, NonFiniteLossError, OptimizerHook
+from mtrain.datasets import build_dataloader
+from mtrain.hooks import (CheckpointHook, Hook, NanGuardHook, NonFiniteLossError, OptimizerHook,
+                          TextLoggerHook)
+from mtrain.parallel import MTDistributedDataParallel
+from mtrain.runner import IterBasedRunner
+from mtrain.utils import get_dist_info, get_logger
+
+sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'parallel'))
+from dist_launch import launch  # noqa: E402  (the 2-process launcher of tests/parallel)
 
 
 class PoisonLoss(Hook):
@@ -68,6 +81,130 @@ def test_skip_leaves_parameters_and_update_count_unchanged(make_runner, toy_load
     assert runner.log_buffer.output['skipped_steps'] > 0
 
 
+class UpdateRecorder(Hook):
+    priority = 'LOWEST'  # after the logger: sees what a log line corrected
+
+    def __init__(self):
+        self.updates = []
+
+    def after_train_iter(self, runner):
+        self.updates.append(runner.num_updates)
+
+
+def test_device_side_skips_are_counted_at_the_next_log_line(toy_model, toy_loader, tmp_path,
+                                                            logger, caplog):
+    # A fused optimizer skips on the device: the host counts each step as an update until
+    # the log line (every 4 iterations) reads the skips back; the end of the run settles too.
+    optimizer = torch.optim.SGD(toy_model.parameters(), lr=0.1, momentum=0.9, fused=True)
+    runner = IterBasedRunner(toy_model, optimizer=optimizer, work_dir=str(tmp_path),
+                             logger=logger, max_iters=10)
+    runner.register_hook(OptimizerHook())
+    guard = NanGuardHook(action='skip')
+    runner.register_hook(guard)
+    runner.register_hook(TextLoggerHook(interval=4, by_epoch=False), 'VERY_LOW')
+    runner.register_hook(PoisonLoss([6, 7, 10]))
+    record = UpdateRecorder()
+    runner.register_hook(record)
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        runner.run([toy_loader], [('train', 1)])
+    assert record.updates == [1, 2, 3, 4, 5, 6, 7, 6, 7, 8]  # corrected at iteration 8
+    assert runner.num_updates == 7 and guard.skipped == 3  # and at the end of the run
+    messages = [r.message for r in caplog.records]
+    warnings = [m for m in messages if 'skipped since the last log line' in m]
+    assert len(warnings) == 2
+    assert warnings[0].startswith('2 step(s) skipped since the last log line: the loss was not '
+                                  'finite') and 'update count corrected to 6' in warnings[0]
+    assert warnings[1].startswith('1 step(s) ') and '3 skipped so far' in warnings[1]
+    assert not any('the step was skipped' in m for m in messages)  # no warning per step
+    assert any('[8]' in m and 'skipped_steps: 2.0000' in m for m in messages)  # the line
+
+
+class _PoisonOnRank(Hook):
+    """Make the loss NaN on one rank at one (1-based) iteration, after the forward."""
+
+    priority = 'VERY_HIGH'
+
+    def __init__(self, rank, iteration):
+        self.rank, self.iteration = rank, iteration
+
+    def after_train_iter(self, runner):
+        if runner.rank == self.rank and runner.iter + 1 == self.iteration:
+            runner.outputs['loss'] = runner.outputs['loss'] * float('nan')
+
+
+class _Regression(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(4, 1)
+
+    def forward(self, x, y):
+        return {'loss': (self.fc(x) - y).pow(2).mean()}
+
+
+def _fused_skip_job(rank, out_dir):
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(32, 4, generator=g), torch.randn(32, 1, generator=g))
+    model = MTDistributedDataParallel(_Regression())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    runner = IterBasedRunner(model, optimizer=optimizer, logger=get_logger(), max_iters=6)
+    runner.register_training_hooks(optimizer_config={})
+    guard = NanGuardHook(action='skip')
+    runner.register_hook(guard)
+    runner.register_hook(_PoisonOnRank(rank=1, iteration=3))
+    runner.run([build_dataloader(data, 4, 0, shuffle=True, seed=1)], [('train', 1)])
+    state = {f'{i}.{k}': v for i, p in enumerate(model.parameters())
+             for k, v in optimizer.state[p].items()}
+    torch.save(dict(params=dict(model.module.state_dict()), state=state, skipped=guard.skipped,
+                    updates=runner.num_updates, world_size=get_dist_info()[1]),
+               os.path.join(out_dir, f'rank{rank}.pt'))
+
+
+@pytest.mark.slow
+def test_a_device_side_skip_on_one_rank_skips_on_every_rank(tmp_path):
+    codes, _ = launch(_fused_skip_job, str(tmp_path), timeout=60)
+    assert codes == [0, 0]
+    r0, r1 = (torch.load(tmp_path / f'rank{r}.pt', weights_only=True) for r in (0, 1))
+    assert r0['world_size'] == 2
+    assert r0['skipped'] == r1['skipped'] == 1 and r0['updates'] == r1['updates'] == 5
+    assert r0['state']['0.step'] == 5  # the fused kernels took the skipped step back
+    for key in ('params', 'state'):
+        for name, value in r0[key].items():
+            assert torch.equal(value, r1[key][name]), name
+            assert torch.isfinite(value).all()
+
+
 def test_bad_policy_is_a_clear_error():
     with pytest.raises(ValueError, match="'stop' or 'skip'"):
         NanGuardHook(action='ignore')
+
+
+def test_ema_after_a_late_correction_averages_every_real_update(tmp_path, logger, toy_loader):
+    """A device-side skip is an update to EMA until the log line takes it off
+    ``num_updates`` (documented); from then on every real update is averaged, none
+    missed although the count went back."""
+    from mtrain.hooks import EMAHook
+
+    class CountingEMA(EMAHook):
+        def after_train_iter(self, runner):
+            before = self._seen_updates
+            super().after_train_iter(runner)
+            if self._seen_updates != before:
+                averaged.append(runner.iter + 1)
+
+    averaged = []
+    torch.manual_seed(0)
+    from conftest import ToyModel
+    model = ToyModel()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=True)
+    runner = IterBasedRunner(model, optimizer=optimizer, work_dir=str(tmp_path),
+                             logger=logger, max_iters=12)
+    runner.register_hook(OptimizerHook())
+    runner.register_hook(NanGuardHook(action='skip'))
+    runner.register_hook(TextLoggerHook(interval=4, by_epoch=False), 'VERY_LOW')
+    runner.register_hook(PoisonLoss([6]))
+    runner.register_hook(CountingEMA(momentum=0.5, warm_up=0))
+    runner.run([toy_loader], [('train', 1)])
+    assert runner.num_updates == 11
+    # 6 while unknown; 9 just after the count went back by one (to where it was at 8)
+    assert averaged == list(range(1, 13))
