@@ -124,7 +124,10 @@ def _wandb_history(work_dir):
                 for tag, value in items.items():
                     if not tag.startswith('_'):
                         logged.setdefault(tag, []).append((record.history.step.num, value))
-    return logged, run_ids, config
+    # The first run and the resumed one are two files whose names need not sort in time
+    # order (both can start within one second): order each tag's points by step.
+    return {tag: sorted(points, key=lambda p: p[0]) for tag, points in logged.items()}, \
+        run_ids, config
 
 
 def test_wandb_offline_run_holds_the_text_log_and_resumes_the_same_run(train, tmp_path,
