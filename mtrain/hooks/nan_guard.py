@@ -1,11 +1,17 @@
 """Stop (or skip) on a non-finite loss: ``nan_policy = dict(action='stop')``.
 
 ``action='stop'`` (the default, like Keras' ``TerminateOnNaN``) costs no
-host sync per iteration: the hook keeps references to each iteration's
-(detached) loss and checks them all at once every ``interval`` iterations and
-before any checkpoint is written, then stops the run with an error naming the
-first bad iteration and its loss terms. No checkpoint with NaN weights is ever
-written, and the run stops at most ``interval - 1`` iterations after the bad one.
+host sync of its own: the hook keeps references to each iteration's
+(detached) loss, and every ``interval`` iterations, before any checkpoint is
+written and at each epoch's end they are checked, then the run stops with an
+error naming the first bad iteration and its loss terms. No checkpoint with
+NaN weights is ever written, and the run stops at most ``interval - 1``
+iterations after the bad one. The usual check is free: the log line reads the
+same losses back to the host (the hook ``watch``-es them in the log buffer),
+and a finite interval sum over all ranks clears them; only when no log line
+came in an interval, or the sum is not finite (then to find the iteration),
+does the hook look at the tensors itself. Under DDP the sum is every rank's,
+so the ranks stop together at a log line.
 
 ``action='skip'`` switches on the optimizer step's own check
 (:class:`~mtrain.step.OptimStep` ``skip_nonfinite``): each loss is tested on
@@ -35,7 +41,8 @@ verdict goes follows ``GradScaler``'s rule:
 ``nan_policy = None`` turns the guard off.
 """
 
-from typing import Any, Dict, List
+import math
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -76,9 +83,13 @@ class NanGuardHook(Hook):
         self._first = self._due = 0
         self._last_iter = None
         self._step = None
+        self._watched = None  # the log buffer whose 'loss' values this hook watches
 
     def before_run(self, runner) -> None:
         self._last_iter = runner.max_iters
+        if self.action == 'stop' and self._watched is not runner.log_buffer:
+            runner.log_buffer.watch('loss', lambda values, total: self._read_back(runner, total))
+            self._watched = runner.log_buffer
         if self.action == 'skip':
             if runner.optim_step is None:
                 raise ValueError("nan_policy=dict(action='skip') skips optimizer steps, but "
@@ -108,8 +119,19 @@ class NanGuardHook(Hook):
             last = self.interval if self._last_iter is None else self._last_iter - self._first + 1
             self._due = min(self.interval, last)
         pending.append(log_vars)
-        if len(pending) >= self._due:
+        if len(pending) == self._due:  # at the stage's end: a log line now may read them first
+            runner.at_stage_end(lambda: self.check(runner))
+
+    def _read_back(self, runner, total: Optional[float]) -> None:
+        """The log buffer let go of losses: read back for a log line (``total``), or dropped."""
+        if runner.mode != 'train':
+            return  # a val phase's losses (the training ones were checked at the epoch's end)
+        if total is None:  # dropped unread (a new epoch, an evaluation): look at them here
             self.check(runner)
+        elif math.isfinite(total):
+            self._pending = []  # every rank's sum is finite: so is every loss in it
+        else:
+            self.check(runner, every_rank_finite=False)
 
     def before_save_checkpoint(self, runner) -> None:
         if self.action == 'stop':
@@ -119,18 +141,26 @@ class NanGuardHook(Hook):
         if self.action == 'stop':
             self.check(runner)
 
-    def check(self, runner) -> None:
-        """Raise :class:`NonFiniteLossError` if any pending loss is not finite."""
-        if not self._pending:
-            return
+    def check(self, runner, every_rank_finite: bool = True) -> None:
+        """Raise :class:`NonFiniteLossError` if any pending loss is not finite.
+
+        ``every_rank_finite=False``: a log line's sum over the ranks was not
+        finite, so stop even if this rank's own losses all are.
+        """
         pending, self._pending = self._pending, []
-        losses = [loss if isinstance(loss, torch.Tensor) else torch.as_tensor(loss)  # mmcv: floats
-                  for loss in (log_vars['loss'] for log_vars in pending)]
-        try:
-            finite = torch.isfinite(torch.stack(losses))
-        except RuntimeError:  # a loss that is not 0-dim
-            finite = torch.isfinite(torch.stack([t.reshape(()) for t in losses]))
-        if bool(finite.all()):
+        if pending:
+            losses = [loss if isinstance(loss, torch.Tensor) else torch.as_tensor(loss)
+                      for loss in (log_vars['loss'] for log_vars in pending)]  # mmcv: floats
+            try:
+                finite = torch.isfinite(torch.stack(losses))
+            except RuntimeError:  # a loss that is not 0-dim
+                finite = torch.isfinite(torch.stack([t.reshape(()) for t in losses]))
+        if not pending or bool(finite.all()):
+            if not every_rank_finite:
+                raise NonFiniteLossError(
+                    f'the loss is not finite on another rank, at or before iteration '
+                    f'{runner.iter + 1} (epoch {runner.epoch + 1}). The run was stopped before '
+                    'writing any checkpoint with these weights.')
             return
         first = int((~finite).nonzero()[0])
         iteration, terms = self._first + first, pending[first]

@@ -58,6 +58,73 @@ def test_stop_vetoes_a_checkpoint_of_nan_weights(make_runner, toy_loader, tmp_pa
     assert sorted(n for n in os.listdir(tmp_path) if n.startswith('iter_')) == ['iter_5.pth']
 
 
+class NanModel(nn.Module):
+    """The toy model whose loss is NaN at chosen (1-based) iterations: what the log
+    buffer and the guard both see, as with a real divergence."""
+
+    def __init__(self, net, bad_iters):
+        super().__init__()
+        self.net, self.bad_iters, self.calls = net, set(bad_iters), 0
+
+    def forward(self, img, gt_label=None):
+        output = self.net(img, gt_label)
+        if self.training:
+            self.calls += 1
+            if self.calls in self.bad_iters:
+                output['loss_cls'] = output['loss_cls'] * float('nan')
+        return output
+
+
+class _CountIsfinite(torch.overrides.TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls += func is torch.isfinite
+        return func(*args, **(kwargs or {}))
+
+
+def test_stop_rides_on_the_log_line_and_looks_at_no_tensor_itself(make_runner, toy_model,
+                                                                   toy_loader):
+    """With a log line every interval the guard's check is free: no isfinite, no read of its own."""
+    runner = make_runner(model=NanModel(toy_model, []), by_epoch=False, max_len=20)
+    runner.register_hook(OptimizerHook())
+    runner.register_hook(NanGuardHook(action='stop', interval=5))
+    runner.register_hook(TextLoggerHook(interval=5, by_epoch=False), 'VERY_LOW')
+    with _CountIsfinite() as mode:
+        runner.run([toy_loader], [('train', 1)])
+    assert mode.calls == 0 and runner.iter == 20
+
+
+@pytest.mark.parametrize('log_interval', [5, 7, None])
+def test_stop_at_a_log_line_or_its_own_check_names_the_iteration(make_runner, toy_model,
+                                                                  toy_loader, log_interval):
+    runner = make_runner(model=NanModel(toy_model, [13]), by_epoch=False, max_len=30)
+    runner.register_hook(OptimizerHook())
+    runner.register_hook(NanGuardHook(action='stop', interval=5))
+    if log_interval:
+        runner.register_hook(TextLoggerHook(interval=log_interval, by_epoch=False), 'VERY_LOW')
+    with pytest.raises(NonFiniteLossError, match='at iteration 13 .*loss_cls=nan'):
+        runner.run([toy_loader], [('train', 1)])
+    # Stopped at the first log line or check after it: 14 (a line every 7), else 15.
+    assert runner.iter + 1 == (14 if log_interval == 7 else 15)
+
+
+def test_a_log_line_whose_sum_over_ranks_is_not_finite_stops_every_rank(make_runner):
+    """This rank's losses are finite, another's were not: the summed line says so."""
+    runner = make_runner(max_len=1)
+    guard = NanGuardHook(action='stop', interval=5)
+    runner.register_hook(guard)
+    runner.mode = 'train'
+    guard.before_run(runner)
+    runner.log_buffer.update({'loss': torch.tensor(1.0)})
+    guard._pending = [{'loss': torch.tensor(1.0)}]
+    with pytest.raises(NonFiniteLossError, match='not finite on another rank'):
+        runner.log_buffer.average(lambda totals: {k: (float('nan'), c)
+                                                  for k, (_, c) in totals.items()})
+
+
 def test_skip_leaves_parameters_and_update_count_unchanged(make_runner, toy_loader):
     runner = make_runner(by_epoch=False, max_len=6, momentum=0.9)
     runner.register_hook(OptimizerHook())
@@ -179,7 +246,8 @@ def test_bad_policy_is_a_clear_error():
         NanGuardHook(action='ignore')
 
 
-def test_ema_after_a_late_correction_averages_every_real_update(tmp_path, logger, toy_loader):
+def test_ema_after_a_late_correction_averages_every_real_update(tmp_path, logger, toy_model,
+                                                                toy_loader):
     """A device-side skip is an update to EMA until the log line takes it off
     ``num_updates`` (documented); from then on every real update is averaged, none
     missed although the count went back."""
@@ -193,9 +261,7 @@ def test_ema_after_a_late_correction_averages_every_real_update(tmp_path, logger
                 averaged.append(runner.iter + 1)
 
     averaged = []
-    torch.manual_seed(0)
-    from conftest import ToyModel
-    model = ToyModel()
+    model = toy_model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=True)
     runner = IterBasedRunner(model, optimizer=optimizer, work_dir=str(tmp_path),
                              logger=logger, max_iters=12)
