@@ -83,3 +83,14 @@ def make_runner(tmp_path, logger):
                    **length, **kwargs)
 
     return factory
+
+
+@pytest.fixture(scope='session')
+def cpu_fused():
+    """Skip unless this torch has fused optimizers on the CPU (``fused=True``)."""
+    p = nn.Parameter(torch.zeros(2))
+    p.grad = torch.ones(2)
+    try:
+        torch.optim.SGD([p], lr=0.1, momentum=0.9, fused=True).step()
+    except RuntimeError:  # (older torch: fused kernels on CUDA only)
+        pytest.skip('this torch has no fused optimizers on the CPU')

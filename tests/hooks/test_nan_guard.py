@@ -21,6 +21,10 @@ sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'pa
 from dist_launch import launch  # noqa: E402  (the 2-process launcher of tests/parallel)
 
 
+#: The tests of the device-side skip need fused optimizers on the CPU (tests/conftest.py).
+needs_cpu_fused = pytest.mark.usefixtures('cpu_fused')
+
+
 class PoisonLoss(Hook):
     """Make the loss of chosen (1-based) iterations NaN, after the forward."""
 
@@ -158,6 +162,7 @@ class UpdateRecorder(Hook):
         self.updates.append(runner.num_updates)
 
 
+@needs_cpu_fused
 def test_device_side_skips_are_counted_at_the_next_log_line(toy_model, toy_loader, tmp_path,
                                                             logger, caplog):
     # A fused optimizer skips on the device: the host counts each step as an update until
@@ -227,6 +232,7 @@ def _fused_skip_job(rank, out_dir):
                os.path.join(out_dir, f'rank{rank}.pt'))
 
 
+@needs_cpu_fused
 @pytest.mark.slow
 def test_a_device_side_skip_on_one_rank_skips_on_every_rank(tmp_path):
     codes, _ = launch(_fused_skip_job, str(tmp_path), timeout=60)
@@ -246,6 +252,7 @@ def test_bad_policy_is_a_clear_error():
         NanGuardHook(action='ignore')
 
 
+@needs_cpu_fused
 def test_ema_after_a_late_correction_averages_every_real_update(tmp_path, logger, toy_model,
                                                                 toy_loader):
     """A device-side skip is an update to EMA until the log line takes it off

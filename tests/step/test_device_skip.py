@@ -23,6 +23,9 @@ from mtrain.step import OptimStep
 BAD_BATCHES = (0, 4, 5)  # of the 8 per pass: the first update is a skip, then two in a row
 
 
+pytestmark = pytest.mark.usefixtures('cpu_fused')  # (tests/conftest.py)
+
+
 class HostRead(AssertionError):
     pass
 
