@@ -11,6 +11,11 @@ def to_device(batch: Any, device: torch.device) -> Any:
         # Comparing devices costs a quarter of a no-op ``.to()`` call (CPU runs, GPU datasets).
         return batch if batch.device == device else batch.to(device, non_blocking=True)
     if isinstance(batch, dict):  # the usual batch: a dict of tensors, one call for it all
+        for v in batch.values():
+            if not isinstance(v, torch.Tensor) or v.device != device:
+                break
+        else:
+            return batch  # already there (a CPU run, a dataset on the GPU): no new dict
         return {k: (v if v.device == device else v.to(device, non_blocking=True))
                 if isinstance(v, torch.Tensor) else to_device(v, device)
                 for k, v in batch.items()}
