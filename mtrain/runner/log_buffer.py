@@ -70,15 +70,16 @@ class LogBuffer:
 
     def update(self, values: Dict[str, Number], count: int = 1) -> None:
         """Record ``values`` (tensors or numbers), each weighted by ``count``."""
+        values_by_key, counts_by_key = self._values, self._counts
         for key, value in values.items():
             if isinstance(value, torch.Tensor) and (value.requires_grad or value.dim()):
                 value = _scalar(key, value)
-            pending = self._values.get(key)
+            pending = values_by_key.get(key)
             if pending is None:
-                self._values[key], self._counts[key] = [value], [count]
+                values_by_key[key], counts_by_key[key] = [value], [count]
                 continue
             pending.append(value)
-            self._counts[key].append(count)
+            counts_by_key[key].append(count)
             if len(pending) >= self.max_pending:
                 self._fold(key)
 
