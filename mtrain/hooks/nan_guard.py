@@ -41,6 +41,7 @@ verdict goes follows ``GradScaler``'s rule:
 ``nan_policy = None`` turns the guard off.
 """
 
+import inspect
 import math
 from typing import Any, Dict, List, Optional
 
@@ -96,6 +97,7 @@ class NanGuardHook(Hook):
                                  'this run has no optimizer hook; set optimizer_config')
             runner.optim_step.skip_nonfinite = True
             self._step = runner.optim_step
+            _suggest_fused(runner)
 
     @property
     def skipped(self) -> int:
@@ -173,3 +175,16 @@ class NanGuardHook(Hook):
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         pass  # checkpoints before the step object kept a skip count here; it lives there now
+
+
+def _suggest_fused(runner) -> None:
+    """On a GPU, say once how ``skip`` avoids its host sync per update, where it can."""
+    optimizer = runner.optimizer
+    if (runner.device.type != 'cuda' or getattr(optimizer, '_step_supports_amp_scaling', False)
+            or 'fused' not in inspect.signature(type(optimizer).__init__).parameters):
+        return
+    runner.logger.info(
+        f"nan_policy=dict(action='skip') reads the loss's verdict back once per update with "
+        f"this {type(optimizer).__name__} (a host sync); with "
+        f"optimizer=dict(type='{type(optimizer).__name__}', ..., fused=True) the step is "
+        'skipped on the device instead (docs/robustness.md#non-finite-losses)')

@@ -281,3 +281,20 @@ def test_ema_after_a_late_correction_averages_every_real_update(tmp_path, logger
     assert runner.num_updates == 11
     # 6 while unknown; 9 just after the count went back by one (to where it was at 8)
     assert averaged == list(range(1, 13))
+
+
+@pytest.mark.parametrize('fused', [False, True])
+def test_skip_on_a_gpu_says_how_to_skip_without_a_sync(make_runner, caplog, request, fused):
+    if fused:
+        request.getfixturevalue('cpu_fused')
+    runner = make_runner()
+    runner.optimizer = torch.optim.SGD(runner.model.parameters(), lr=0.1,
+                                       **(dict(fused=True) if fused else {}))
+    runner.register_hook(OptimizerHook())
+    runner.device = torch.device('cuda')  # what the message depends on (no GPU needed here)
+    with caplog.at_level(logging.INFO, logger=runner.logger.name):
+        NanGuardHook(action='skip').before_run(runner)
+    said = [r.message for r in caplog.records if 'fused=True' in r.message]
+    assert len(said) == (0 if fused else 1)
+    if said:
+        assert "optimizer=dict(type='SGD', ..., fused=True)" in said[0]
