@@ -44,12 +44,9 @@ class ModelWrapper(nn.Module):
 
         mmcv contract: ``module.train_step(batch, *args, **kwargs)`` (args: the optimizer).
         """
-        module = self._modules['module']
         if self.own_steps:
-            return module.train_step(batch, *args, **kwargs)
-        if type(batch) is dict:  # the usual batch, every iteration: call_with_batch in line
-            return module(**batch)
-        return call_with_batch(module, batch)
+            return self._modules['module'].train_step(batch, *args, **kwargs)
+        return call_with_batch(self._modules['module'], batch)
 
     def val_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
         """Forward ``batch`` for the val workflow phase / evaluation."""

@@ -184,10 +184,9 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
             self.optimizer_hook = hook
         self._stage_hooks = {s: [h for h in self._hooks if s in h.triggered_stages()]
                              for s in STAGES}
-        # What call_hook runs: each hook's working method, resolved once here (the
-        # dict is updated in place: the epoch loop holds it).
-        self._stage_calls.update((s, tuple(h.method_for(s) for h in hooks))
-                                 for s, hooks in self._stage_hooks.items())
+        # What call_hook runs: each hook's working method, resolved once here.
+        self._stage_calls = {s: tuple(h.method_for(s) for h in hooks)
+                             for s, hooks in self._stage_hooks.items()}
         self.hooked_stages = frozenset(s for s, calls in self._stage_calls.items() if calls)
 
     def call_hook(self, stage: str) -> None:

@@ -56,16 +56,13 @@ class EpochBasedRunner(BaseRunner):
         self._start_inner_iter = 0
         if note:
             self.logger.warning(note)
-        calls = self._stage_calls  # call_hook without the call: this loop is the hot path
         for i, batch in enumerate(batches, start):
             self._inner_iter = i
             self.data_batch = batch
-            for hook_method in calls['before_train_iter']:
-                hook_method(self)
+            self.call_hook('before_train_iter')
             self.run_iter(batch, train_mode=True)
             self._resume_point = (self._epoch, i + 1, self._iter + 1)
-            for hook_method in calls['after_train_iter']:
-                hook_method(self)
+            self.call_hook('after_train_iter')
             if self._stage_end:  # what a hook deferred to the end of the stage (checkpoints)
                 self._end_stage()
             if self._polls_signals:  # DDP: the ranks agree now and then (runner/preemption.py)

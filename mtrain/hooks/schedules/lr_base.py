@@ -62,9 +62,5 @@ class LrUpdaterHook(ScheduleHook):
     def _write(self, group: Dict[str, Any], value: float) -> None:
         group['lr'] = value
 
-    def _apply(self, values: List[float]) -> None:
-        for group, value in zip(self._groups, values):  # (_write inlined: every iteration)
-            group['lr'] = value
-
     def _scheduled(self, runner, base: float, group: Dict[str, Any]) -> float:
         return self.get_lr(runner, base)
