@@ -232,6 +232,50 @@ def _fused_skip_job(rank, out_dir):
                os.path.join(out_dir, f'rank{rank}.pt'))
 
 
+class _NanLossOnRank(_Regression):
+    """A loss term that is NaN on one rank at one call but carries no gradient: the
+    weights stay finite on every rank, only that rank's loss value is not."""
+
+    def __init__(self, rank, call):
+        super().__init__()
+        self.rank, self.call, self.calls = rank, call, 0
+
+    def forward(self, x, y):
+        self.calls += 1
+        bad = get_dist_info()[0] == self.rank and self.calls == self.call
+        return dict(super().forward(x, y), loss_probe=torch.tensor(float('nan') if bad else 0.))
+
+
+def _stop_job(rank, out_dir):
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(32, 4, generator=g), torch.randn(32, 1, generator=g))
+    model = MTDistributedDataParallel(_NanLossOnRank(rank=1, call=3))
+    runner = IterBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                             logger=get_logger(), max_iters=12)
+    runner.register_training_hooks(optimizer_config={})
+    runner.register_hook(NanGuardHook(action='stop', interval=4))
+    runner.register_hook(TextLoggerHook(interval=4, by_epoch=False), 'VERY_LOW')
+    try:
+        runner.run([build_dataloader(data, 4, 0, shuffle=True, seed=1)], [('train', 1)])
+        message = None
+    except NonFiniteLossError as err:
+        message = str(err)
+    torch.save(dict(message=message, iteration=runner.iter + 1),
+               os.path.join(out_dir, f'rank{rank}.pt'))
+
+
+@pytest.mark.slow
+def test_stop_at_a_log_line_stops_every_rank_together(tmp_path):
+    """A NaN loss on rank 1 only: the log line's sum over the ranks is NaN on both, so both
+    stop there, rank 1 naming the iteration, rank 0 saying it was another rank."""
+    codes, _ = launch(_stop_job, str(tmp_path), timeout=60)
+    assert codes == [0, 0]
+    r0, r1 = (torch.load(tmp_path / f'rank{r}.pt', weights_only=True) for r in (0, 1))
+    assert r0['iteration'] == r1['iteration'] == 4  # the log line after iteration 3
+    assert 'at iteration 3 ' in r1['message'] and 'loss_probe=nan' in r1['message']
+    assert 'not finite on another rank, at or before iteration 4' in r0['message']
+
+
 @needs_cpu_fused
 @pytest.mark.slow
 def test_a_device_side_skip_on_one_rank_skips_on_every_rank(tmp_path):
