@@ -14,6 +14,7 @@ from .logger import (ClearMLLoggerHook, DvcliveLoggerHook, LoggerHook, MlflowLog
                      TensorboardLoggerHook, TextLoggerHook, TrackerLoggerHook, WandbLoggerHook)
 from .nan_guard import NanGuardHook, NonFiniteLossError
 from .optimizer import GradientCumulativeOptimizerHook, OptimizerHook
+from .optuna_pruning import OptunaPruningHook
 from .param_scheduler import ParamSchedulerHook
 from .profiler import ProfilerHook
 from .sampler_seed import DistSamplerSeedHook
@@ -25,7 +26,7 @@ __all__ = [
     'EarlyStoppingHook', 'EMAHook', 'EvalHook', 'Fp16OptimizerHook',
     'GradientCumulativeFp16OptimizerHook', 'GradientCumulativeOptimizerHook', 'Hook',
     'IterTimerHook', 'LoggerHook', 'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook',
-    'ParamSchedulerHook', 'ProfilerHook', 'ProgressBarHook', 'SyncBuffersHook',
+    'OptunaPruningHook', 'ParamSchedulerHook', 'ProfilerHook', 'ProgressBarHook', 'SyncBuffersHook',
     'TensorboardLoggerHook', 'TextLoggerHook',
     # experiment trackers (mmcv 1.x names), and the two that only explain why not
     'ClearMLLoggerHook', 'DvcliveLoggerHook', 'MlflowLoggerHook', 'NeptuneLoggerHook',

@@ -1,0 +1,110 @@
+"""What a sweep leaves to look at: the table of trials, the best config, Optuna's plots.
+
+In the sweep's work dir:
+
+* ``trials.csv``: one row per trial: number, state, the metric, each override, seconds,
+  its folder and the command that reproduces it (also printed as a table);
+* ``best_config.py``: the config with the best trial's overrides and seed, merged into
+  one runnable file (``python tools/train.py <work dir>/best_config.py``);
+* ``plots/*.png``: Optuna's optimization history, parameter importances, parallel
+  coordinates and intermediate values (when matplotlib is installed).
+"""
+
+import csv
+import os
+import os.path as osp
+import warnings
+from typing import Any, Dict, List
+
+from ..config import load_config
+from .study import SweepSpec
+
+#: Optuna's matplotlib plots written by :func:`save_plots`, by file name.
+PLOTS = {'history': 'plot_optimization_history', 'importances': 'plot_param_importances',
+         'parallel_coordinate': 'plot_parallel_coordinate',
+         'intermediate_values': 'plot_intermediate_values'}
+
+
+def trial_rows(study: Any, spec: SweepSpec) -> List[Dict[str, Any]]:
+    """One dict per trial (WAITING ones left out), in trial order."""
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        if t.state.name == 'WAITING':
+            continue
+        took = t.duration.total_seconds() if t.duration is not None else None
+        row = {'trial': t.number, 'state': t.state.name, spec.metric: t.value}
+        row.update({key: t.params.get(key) for key in spec.space})
+        row.update({'seconds': None if took is None else round(took, 1),
+                    'work_dir': t.user_attrs.get('work_dir', ''),
+                    'command': t.user_attrs.get('command', '')})
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: List[Dict[str, Any]]) -> str:
+    """The rows as an aligned text table (without the command column)."""
+    if not rows:
+        return '(no trials)'
+    columns = [c for c in rows[0] if c not in ('command', 'work_dir')]
+    cells = [[_cell(row[c]) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    lines = ['  '.join(c.ljust(w) for c, w in zip(columns, widths))]
+    lines += ['  '.join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    return '\n'.join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return '-'
+    return f'{value:.6g}' if isinstance(value, float) else str(value)
+
+
+def write_csv(rows: List[Dict[str, Any]], path: str) -> None:
+    with open(path, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ['trial'])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def best_trial(study: Any) -> Any:
+    """The best COMPLETE trial, or None."""
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == 'COMPLETE']
+    return study.best_trial if complete else None
+
+
+def write_best_config(study: Any, spec: SweepSpec, path: str) -> bool:
+    """The config with the best trial's overrides and seed, as one runnable file."""
+    best = best_trial(study)
+    if best is None:
+        return False
+    cfg = load_config(spec.config, dict(best.params))
+    cfg.seed = spec.seed
+    cfg.dump(path)
+    return True
+
+
+def save_plots(study: Any, out_dir: str) -> List[str]:
+    """Optuna's plots as PNGs; a line for each one written or skipped (and why)."""
+    try:
+        import matplotlib  # noqa: PLC0415  (optional: the 'tools' extra)
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+        from optuna.visualization import matplotlib as plots  # noqa: PLC0415
+    except ImportError:
+        return ['plots skipped: matplotlib is not installed (pip install matplotlib)']
+    os.makedirs(out_dir, exist_ok=True)
+    lines = []
+    for name, function in PLOTS.items():
+        path = osp.join(out_dir, f'{name}.png')
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')  # Optuna's ExperimentalWarning, empty plots
+                axes = getattr(plots, function)(study)
+            figure = (axes.flat[0] if hasattr(axes, 'flat') else axes).get_figure()
+            figure.savefig(path, bbox_inches='tight')
+            plt.close(figure)
+            lines.append(f'  {path}')
+        except Exception as e:  # noqa: BLE001  (e.g. importances need two finished trials)
+            plt.close('all')
+            lines.append(f'  {name} skipped: {e}')
+    return lines

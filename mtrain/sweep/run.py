@@ -1,0 +1,97 @@
+"""A whole sweep: check everything, run the trials, write the results.
+
+``tools/sweep.py`` is a thin command line over :func:`run_sweep`.
+"""
+
+import os
+import os.path as osp
+import signal
+from typing import Any, Callable, Optional, Tuple
+
+from ..config import load_config
+from ..hooks.optuna_pruning import build_pruner
+from ..utils import ConfigError
+from .report import format_table, save_plots, trial_rows, write_best_config, write_csv
+from .space_check import check_space
+from .study import SweepSpec, grid_size, open_study
+from .sweeper import Sweeper, gpu_ids
+from .trial import check_hooks_option
+
+
+def default_metric(config: str, metric: Optional[str],
+                   direction: Optional[str]) -> Tuple[str, str]:
+    """``(metric, 'maximize' | 'minimize')``: given, else from the config's ``evaluation``.
+
+    The metric defaults to ``evaluation.save_best`` (unless ``'auto'``), else a single
+    ``evaluation.metric``; the direction to minimize for names with ``loss`` or ``err``
+    (mmcv 1.x's rule), maximize otherwise.
+    """
+    evaluation = load_config(config).get('evaluation')
+    if not isinstance(evaluation, dict):
+        raise ConfigError('the config has no evaluation, so a trial has nothing to report; '
+                          "add evaluation = dict(interval=1, metric='accuracy')",
+                          key='evaluation', filename=config)
+    if metric is None:
+        save_best, named = evaluation.get('save_best'), evaluation.get('metric')
+        metric = save_best if isinstance(save_best, str) and save_best != 'auto' else (
+            named if isinstance(named, str) else None)
+        if metric is None:
+            raise ConfigError('cannot tell which metric to optimize; pass --metric KEY '
+                              '(a key of the evaluation results, e.g. accuracy)',
+                              key='evaluation', filename=config)
+    if direction is None:
+        direction = 'min' if 'loss' in metric or 'err' in metric else 'max'
+    return metric, {'max': 'maximize', 'min': 'minimize'}.get(direction, direction)
+
+
+def check_sweep(spec: SweepSpec) -> None:
+    """Everything that can be checked before the first trial (raises :class:`ConfigError`)."""
+    check_space(spec.space, spec.config, spec.space_file)
+    check_hooks_option(spec)
+    build_pruner(spec.pruner, spec.pruner_args)  # its arguments, before a trial needs it
+    if spec.trials < 0 or spec.jobs < 1 or spec.gpus_per_trial < 1:
+        raise ConfigError('--trials must be >= 0, --jobs and --gpus-per-trial >= 1')
+    if spec.sampler == 'grid' and spec.trials > grid_size(spec.space, spec.space_file):
+        raise ConfigError(f'--sampler grid has {grid_size(spec.space, spec.space_file)} '
+                          f'points, fewer than --trials {spec.trials}; lower --trials',
+                          key='trials')
+    gpus = gpu_ids() if spec.launcher != 'none' else []
+    needed = spec.jobs * spec.gpus_per_trial
+    if gpus and len(gpus) < needed:
+        raise ConfigError(f'--jobs {spec.jobs} x --gpus-per-trial {spec.gpus_per_trial} needs '
+                          f'{needed} GPUs; this machine shows {len(gpus)}', key='jobs')
+
+
+def run_sweep(spec: SweepSpec, log: Callable[[str], None] = print) -> int:
+    """Check, run the trials, report; the exit status (0, 2 for an error, 128+signal)."""
+    check_sweep(spec)
+    os.makedirs(spec.work_dir, exist_ok=True)
+    study = open_study(spec)
+    log(f"sweep '{spec.study}': {spec.trials} trials of {spec.config}, "
+        f'{spec.direction} {spec.metric}; storage {spec.storage}')
+    sweeper = Sweeper(spec, study, log)
+    sweeper.run()
+    report(study, spec, log)
+    if sweeper.abort:
+        raise ConfigError(sweeper.abort)
+    if sweeper.stopped_by:
+        return 128 + signal.Signals[sweeper.stopped_by].value
+    return 0
+
+
+def report(study: Any, spec: SweepSpec, log: Callable[[str], None] = print) -> None:
+    """Print the table; write ``trials.csv``, ``best_config.py`` and the plots."""
+    rows = trial_rows(study, spec)
+    log(format_table(rows))
+    csv_path = osp.join(spec.work_dir, 'trials.csv')
+    write_csv(rows, csv_path)
+    log(f'table: {csv_path}')
+    best_path = osp.join(spec.work_dir, 'best_config.py')
+    if write_best_config(study, spec, best_path):
+        best = study.best_trial
+        log(f'best: trial {best.number}, {spec.metric} {best.value:.4f}; its config: '
+            f'{best_path}')
+    log('plots:')
+    for line in save_plots(study, osp.join(spec.work_dir, 'plots')):
+        log(line)
+    log(f'dashboard: optuna-dashboard {spec.storage}')

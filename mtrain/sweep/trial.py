@@ -1,0 +1,116 @@
+"""One trial: an ordinary ``tools/train.py`` run of the config with the trial's overrides.
+
+The trial's command is stored in the study (user attribute ``command``) and printed
+in the results: run it to reproduce the trial (same seed, same overrides, the pruning
+hook in replay mode). The sweep runs that command with ``--auto-resume``, in the
+trial's own folder, so a trial that was interrupted continues from its last checkpoint.
+"""
+
+import glob
+import json
+import os
+import os.path as osp
+import shlex
+import signal
+import subprocess
+import sys
+from typing import Any, Dict, List, Optional
+
+from ..config import load_config, parse_cfg_options
+from ..utils import ConfigError
+from .space_check import format_override
+from .study import SweepSpec
+
+#: Started between the sweep and each training run: the training run gets SIGTERM (it
+#: saves a checkpoint and exits) when the sweep worker that started it dies, even by
+#: SIGKILL (Linux's PR_SET_PDEATHSIG; elsewhere the run just goes on).
+_TRAMPOLINE = '''import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+except (AttributeError, OSError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(128 + signal.SIGTERM)
+os.execvp(sys.argv[2], sys.argv[2:])
+'''
+
+
+def pruning_hooks(spec: SweepSpec, number: int) -> List[Dict[str, Any]]:
+    """The config's ``custom_hooks`` plus the trial's :class:`OptunaPruningHook`."""
+    hooks = list(load_config(spec.config).to_dict().get('custom_hooks') or [])
+    return hooks + [dict(type='OptunaPruningHook', storage=spec.storage, study_name=spec.study,
+                         trial_number=number, monitor=spec.metric, pruner=spec.pruner,
+                         pruner_args=dict(spec.pruner_args))]
+
+
+def check_hooks_option(spec: SweepSpec) -> None:
+    """The config's ``custom_hooks`` must survive the command line (plain literals)."""
+    hooks = pruning_hooks(spec, 0)
+    text = f'custom_hooks={hooks!r}'
+    try:
+        ok = parse_cfg_options([text])['custom_hooks'] == hooks
+    except ConfigError:
+        ok = False
+    if not ok:
+        raise ConfigError('the config\'s custom_hooks cannot be written on a command line '
+                          '(they hold values other than numbers, strings, lists and dicts), '
+                          'so the trials cannot add the pruning hook to them',
+                          key='custom_hooks', filename=spec.config)
+
+
+def trial_command(spec: SweepSpec, number: int, work_dir: str,
+                  params: Dict[str, Any]) -> List[str]:
+    """The command that runs (and re-runs) trial ``number``."""
+    options = [f'custom_hooks={pruning_hooks(spec, number)!r}']  # first: params may refine it
+    options += [format_override(k, v) for k, v in params.items()]
+    args = [osp.abspath(spec.config), '--work-dir', work_dir, '--seed', str(spec.seed)]
+    if spec.launcher == 'none':
+        return [sys.executable, spec.train_script, *args, '--cfg-options', *options]
+    return [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node',
+            str(spec.gpus_per_trial), spec.train_script, *args, '--launcher', spec.launcher,
+            '--cfg-options', *options]
+
+
+def start_trial(command: List[str], work_dir: str, env: Dict[str, str],
+                lock_fd: int) -> subprocess.Popen:
+    """Start ``command --auto-resume``, output appended to ``work_dir/train.out``.
+
+    The run gets its own session (a Ctrl-C at the terminal reaches the sweep, which
+    passes one SIGTERM on) and inherits the trial's lock (``lock_fd``).
+    """
+    os.makedirs(work_dir, exist_ok=True)
+    with open(osp.join(work_dir, 'train.out'), 'ab') as out:
+        out.write(f'$ {shlex.join(command)} --auto-resume\n'.encode())
+        out.flush()
+        argv = [sys.executable, '-c', _TRAMPOLINE, str(os.getpid()), *command, '--auto-resume']
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                pass_fds=(lock_fd, ), start_new_session=True)
+
+
+def stop_trial(proc: subprocess.Popen) -> None:
+    """Ask a run to stop as on preemption: it saves a checkpoint and exits."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+
+
+def final_metric(work_dir: str, metric: str) -> Optional[float]:
+    """The last evaluation's ``metric`` in the trial's ``*.log.json`` files (oldest first)."""
+    value = None
+    for path in sorted(glob.glob(osp.join(work_dir, '*.log.json'))):
+        with open(path) as f:
+            for line in f:
+                record = json.loads(line) if line.strip() else {}
+                if record.get('mode') == 'val' and isinstance(record.get(metric), (int, float)):
+                    value = float(record[metric])
+    return value
+
+
+def error_line(work_dir: str) -> str:
+    """The ``error: ...`` line (or the last line) of the trial's output."""
+    path = osp.join(work_dir, 'train.out')
+    if not osp.isfile(path):
+        return 'no output'
+    with open(path, errors='replace') as f:
+        lines = [line.rstrip() for line in f if line.strip()]
+    errors = [line[line.index('error: '):] for line in lines if 'error: ' in line]
+    return (errors or lines or ['no output'])[-1]
