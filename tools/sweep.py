@@ -43,6 +43,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='pytorch: each trial is a torchrun DDP run of --gpus-per-trial '
                         'processes')
     parser.add_argument('--gpus-per-trial', type=int, default=1)
+    parser.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
+                        help='overrides every trial gets, e.g. runner.max_epochs=3')
     parser.add_argument('--debug', action='store_true', help='show tracebacks for errors')
     return parser.parse_args(argv)
 
@@ -50,9 +52,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 def build_spec(args: argparse.Namespace) -> SweepSpec:
     """The sweep the arguments describe (the SPACE file read, defaults filled in)."""
     name = osp.splitext(osp.basename(args.config))[0]
-    metric, direction = default_metric(args.config, args.metric, args.direction)
+    fixed = parse_cfg_options(args.cfg_options)
+    metric, direction = default_metric(args.config, args.metric, args.direction, fixed)
     if args.seed is None:
-        args.seed = load_config(args.config).get('seed') or 0
+        args.seed = load_config(args.config, fixed).get('seed') or 0
     return SweepSpec(
         config=args.config, space_file=args.space, space=load_space(args.space),
         work_dir=args.work_dir or osp.join('work_dirs', f'{name}_sweep'), trials=args.trials,
@@ -60,7 +63,8 @@ def build_spec(args: argparse.Namespace) -> SweepSpec:
         sampler=args.sampler, pruner=args.pruner,
         pruner_args=parse_cfg_options(args.pruner_args), seed=args.seed, jobs=args.jobs,
         launcher=args.launcher, gpus_per_trial=args.gpus_per_trial,
-        train_script=osp.join(osp.dirname(osp.abspath(__file__)), 'train.py'))
+        train_script=osp.join(osp.dirname(osp.abspath(__file__)), 'train.py'),
+        cfg_options=list(args.cfg_options))
 
 
 def main(argv=None) -> int:

@@ -77,7 +77,7 @@ def write_best_config(study: Any, spec: SweepSpec, path: str) -> bool:
     best = best_trial(study)
     if best is None:
         return False
-    cfg = load_config(spec.config, dict(best.params))
+    cfg = load_config(spec.config, {**spec.fixed, **best.params})
     cfg.seed = spec.seed
     cfg.dump(path)
     return True

@@ -6,7 +6,7 @@
 import os
 import os.path as osp
 import signal
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..config import load_config
 from ..hooks.optuna_pruning import build_pruner
@@ -18,15 +18,15 @@ from .sweeper import Sweeper, gpu_ids
 from .trial import check_hooks_option
 
 
-def default_metric(config: str, metric: Optional[str],
-                   direction: Optional[str]) -> Tuple[str, str]:
+def default_metric(config: str, metric: Optional[str], direction: Optional[str],
+                   cfg_options: Optional[Dict[str, Any]] = None) -> Tuple[str, str]:
     """``(metric, 'maximize' | 'minimize')``: given, else from the config's ``evaluation``.
 
     The metric defaults to ``evaluation.save_best`` (unless ``'auto'``), else a single
     ``evaluation.metric``; the direction to minimize for names with ``loss`` or ``err``
     (mmcv 1.x's rule), maximize otherwise.
     """
-    evaluation = load_config(config).get('evaluation')
+    evaluation = load_config(config, cfg_options).get('evaluation')
     if not isinstance(evaluation, dict):
         raise ConfigError('the config has no evaluation, so a trial has nothing to report; '
                           "add evaluation = dict(interval=1, metric='accuracy')",
@@ -46,7 +46,7 @@ def default_metric(config: str, metric: Optional[str],
 
 def check_sweep(spec: SweepSpec) -> None:
     """Everything that can be checked before the first trial (raises :class:`ConfigError`)."""
-    check_space(spec.space, spec.config, spec.space_file)
+    check_space(spec.space, spec.config, spec.space_file, spec.fixed)
     check_hooks_option(spec)
     build_pruner(spec.pruner, spec.pruner_args)  # its arguments, before a trial needs it
     if spec.trials < 0 or spec.jobs < 1 or spec.gpus_per_trial < 1:

@@ -13,7 +13,7 @@ Every mistake is one :class:`ConfigError` naming the SPACE file and the key:
 """
 
 import math
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
 
@@ -39,9 +39,14 @@ BOUNDS = {
 }
 
 
-def check_space(space: Dict[str, Distribution], config: str, space_file: str) -> None:
-    """Raise :class:`ConfigError` on the first entry of ``space`` that ``config`` cannot take."""
-    cfg = load_config(config)
+def check_space(space: Dict[str, Distribution], config: str, space_file: str,
+                fixed: Optional[Dict[str, Any]] = None) -> None:
+    """Raise :class:`ConfigError` on the first entry of ``space`` that ``config`` cannot take.
+
+    ``fixed``: the ``--cfg-options`` every trial gets, applied first.
+    """
+    fixed = dict(fixed or {})
+    cfg = load_config(config, fixed)
     keys = dict(config_keys(cfg.to_dict()))
     for key, dist in space.items():
         def fail(message: str) -> ConfigError:
@@ -52,7 +57,7 @@ def check_space(space: Dict[str, Distribution], config: str, space_file: str) ->
         _check_kind(key, dist, keys[key], fail)
         _check_bounds(key, dist, fail)
         for value in dist.corners():
-            _check_applies(config, key, value, fail)
+            _check_applies(config, fixed, key, value, fail)
 
 
 def config_keys(node: Any, prefix: str = '') -> Iterator[Tuple[str, Any]]:
@@ -102,35 +107,35 @@ def _check_bounds(key: str, dist: Distribution, fail) -> None:
             raise fail(f'must lie in {span}, but the space gives {dist.describe()}')
 
 
-def _check_applies(config: str, key: str, value: Any, fail) -> None:
+def _check_applies(config: str, fixed: Dict[str, Any], key: str, value: Any, fail) -> None:
     """``value`` goes through the command line unchanged and the config (and optimizer) take it."""
     text = format_override(key, value)
     try:
         parsed = parse_cfg_options([text])[key]
     except ConfigError as e:
-        raise fail(f'the value {value!r} cannot be passed as --cfg-options ({e})') from e
+        raise fail(f'the value {value!r} cannot be passed as --cfg-options ({e.message})') from e
     if type(parsed) is not type(value) or parsed != value:
         raise fail(f'the value {value!r} would reach the trial as {parsed!r} through '
                    '--cfg-options; choose values that read back the same')
     try:
-        cfg = load_config(config, {key: value})
+        cfg = load_config(config, {**fixed, key: value})
     except ConfigError as e:
-        raise fail(f'the config does not take {value!r}: {e}') from e
+        raise fail(f'the config does not take {value!r}: {e.message}') from e
     if key.startswith('optimizer.'):
-        _check_optimizer(config, key, value, cfg.optimizer, fail)
+        _check_optimizer(load_config(config, fixed).optimizer, value, cfg.optimizer, fail)
 
 
-def _check_optimizer(config: str, key: str, value: Any, optimizer_cfg: Any, fail) -> None:
+def _check_optimizer(base_cfg: Any, value: Any, optimizer_cfg: Any, fail) -> None:
     """Build the optimizer with ``value`` on a one-layer model (if the config's own builds)."""
     probe = torch.nn.Linear(2, 2)
     try:
-        build_optimizer(probe, load_config(config).optimizer)
+        build_optimizer(probe, base_cfg)
     except Exception:  # noqa: BLE001  (paramwise_cfg naming the real model's layers, ...)
         return  # the probe cannot tell; the trial's own build will
     try:
         build_optimizer(probe, optimizer_cfg)
     except (ValueError, TypeError, ConfigError) as e:
-        raise fail(f'the optimizer does not take {value!r}: {e}') from e
+        raise fail(f"the optimizer does not take {value!r}: {getattr(e, 'message', e)}") from e
 
 
 def format_override(key: str, value: Any) -> str:

@@ -7,8 +7,9 @@ different config or space on it is refused rather than mixed into one history.
 
 import os.path as osp
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
+from ..config import parse_cfg_options
 from ..hooks.optuna_pruning import import_optuna, open_storage
 from ..utils import ConfigError
 from .space import Distribution
@@ -37,6 +38,8 @@ class SweepSpec:
         launcher, gpus_per_trial: ``'pytorch'`` runs each trial under torchrun on
             ``gpus_per_trial`` processes.
         train_script: ``tools/train.py``, which runs each trial.
+        cfg_options: ``--cfg-options`` every trial gets (``KEY=VALUE`` strings, e.g. a
+            shorter schedule), before its own overrides.
     """
     config: str
     space_file: str
@@ -55,6 +58,12 @@ class SweepSpec:
     launcher: str = 'none'
     gpus_per_trial: int = 1
     train_script: str = 'tools/train.py'
+    cfg_options: List[str] = field(default_factory=list)
+
+    @property
+    def fixed(self) -> Dict[str, Any]:
+        """``cfg_options`` parsed, as ``load_config`` takes them."""
+        return parse_cfg_options(self.cfg_options)
 
     def __post_init__(self) -> None:
         self.work_dir = osp.abspath(self.work_dir)
@@ -110,7 +119,8 @@ def open_study(spec: SweepSpec) -> Any:
     study = optuna.create_study(storage=open_storage(spec.storage), study_name=spec.study,
                                 sampler=build_sampler(spec), direction=spec.direction,
                                 load_if_exists=True)
-    expected = {'config': osp.abspath(spec.config), 'metric': spec.metric,
+    expected = {'config': osp.abspath(spec.config), 'cfg_options': list(spec.cfg_options),
+                'metric': spec.metric,
                 'space': {k: d.describe() for k, d in spec.space.items()}}
     found = study.user_attrs
     if not found:

@@ -37,7 +37,7 @@ os.execvp(sys.argv[2], sys.argv[2:])
 
 def pruning_hooks(spec: SweepSpec, number: int) -> List[Dict[str, Any]]:
     """The config's ``custom_hooks`` plus the trial's :class:`OptunaPruningHook`."""
-    hooks = list(load_config(spec.config).to_dict().get('custom_hooks') or [])
+    hooks = list(load_config(spec.config, spec.fixed).to_dict().get('custom_hooks') or [])
     return hooks + [dict(type='OptunaPruningHook', storage=spec.storage, study_name=spec.study,
                          trial_number=number, monitor=spec.metric, pruner=spec.pruner,
                          pruner_args=dict(spec.pruner_args))]
@@ -46,7 +46,7 @@ def pruning_hooks(spec: SweepSpec, number: int) -> List[Dict[str, Any]]:
 def check_hooks_option(spec: SweepSpec) -> None:
     """The config's ``custom_hooks`` must survive the command line (plain literals)."""
     hooks = pruning_hooks(spec, 0)
-    text = f'custom_hooks={hooks!r}'
+    text = f'custom_hooks={literal(hooks)}'
     try:
         ok = parse_cfg_options([text])['custom_hooks'] == hooks
     except ConfigError:
@@ -61,14 +61,29 @@ def check_hooks_option(spec: SweepSpec) -> None:
 def trial_command(spec: SweepSpec, number: int, work_dir: str,
                   params: Dict[str, Any]) -> List[str]:
     """The command that runs (and re-runs) trial ``number``."""
-    options = [f'custom_hooks={pruning_hooks(spec, number)!r}']  # first: params may refine it
-    options += [format_override(k, v) for k, v in params.items()]
+    options = [f'custom_hooks={literal(pruning_hooks(spec, number))}']  # first: params refine it
+    options += spec.cfg_options + [format_override(k, v) for k, v in params.items()]
     args = [osp.abspath(spec.config), '--work-dir', work_dir, '--seed', str(spec.seed)]
     if spec.launcher == 'none':
         return [sys.executable, spec.train_script, *args, '--cfg-options', *options]
     return [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node',
             str(spec.gpus_per_trial), spec.train_script, *args, '--launcher', spec.launcher,
             '--cfg-options', *options]
+
+
+def literal(value: Any) -> str:
+    """``value`` as config text: ``dict(k=...)`` and double-quoted strings (shell-friendly)."""
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and k.isidentifier() for k in value):
+            return 'dict(' + ', '.join(f'{k}={literal(v)}' for k, v in value.items()) + ')'
+        return '{' + ', '.join(f'{literal(k)}: {literal(v)}' for k, v in value.items()) + '}'
+    if isinstance(value, list):
+        return '[' + ', '.join(literal(v) for v in value) + ']'
+    if isinstance(value, tuple):
+        return '(' + ''.join(f'{literal(v)}, ' for v in value) + ')'
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
 
 
 def start_trial(command: List[str], work_dir: str, env: Dict[str, str],
