@@ -75,6 +75,11 @@ class Claim:
     adopted: bool
 
 
+def sweep_lock(sweep_dir: str) -> FileLock:
+    """The lock that serializes the sweep folder's workers when they claim (or create) trials."""
+    return FileLock(osp.join(sweep_dir, '.claim.lock'))
+
+
 def trial_dir(sweep_dir: str, number: int) -> str:
     return osp.join(sweep_dir, f'trial_{number:04d}')
 
@@ -82,7 +87,7 @@ def trial_dir(sweep_dir: str, number: int) -> str:
 def claim_trial(study: Any, sweep_dir: str, space: Dict[str, Distribution],
                 total: int) -> Optional[Claim]:
     """Adopt a trial left running, else ask Optuna for a new one; None when the study is full."""
-    with FileLock(osp.join(sweep_dir, '.claim.lock')):
+    with sweep_lock(sweep_dir):
         for frozen in study.get_trials(deepcopy=False):
             if frozen.state.name == 'RUNNING':
                 claim = _adopt(frozen, sweep_dir)

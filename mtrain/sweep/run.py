@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from ..config import load_config
 from ..hooks.optuna_pruning import build_pruner
 from ..utils import ConfigError
+from .claims import sweep_lock
 from .report import format_table, save_plots, trial_rows, write_best_config, write_csv
 from .space_check import check_space
 from .study import SweepSpec, grid_size, open_study
@@ -66,7 +67,8 @@ def run_sweep(spec: SweepSpec, log: Callable[[str], None] = print) -> int:
     """Check, run the trials, report; the exit status (0, 2 for an error, 128+signal)."""
     check_sweep(spec)
     os.makedirs(spec.work_dir, exist_ok=True)
-    study = open_study(spec)
+    with sweep_lock(spec.work_dir):  # workers starting together
+        study = open_study(spec)  # would race to create the database's tables
     log(f"sweep '{spec.study}': {spec.trials} trials of {spec.config}, "
         f'{spec.direction} {spec.metric}; storage {spec.storage}')
     sweeper = Sweeper(spec, study, log)

@@ -52,8 +52,9 @@ def check_space(space: Dict[str, Distribution], config: str, space_file: str,
         def fail(message: str) -> ConfigError:
             return ConfigError(message, key=key, filename=space_file)
         if key not in keys:
+            level = [k for k in keys if k.count('.') == key.count('.')]
             raise fail(f'the config {config} has no key {key!r}.'
-                       f'{did_you_mean(key, keys)}')
+                       f'{did_you_mean(key, level) or did_you_mean(key, keys)}')
         _check_kind(key, dist, keys[key], fail)
         _check_bounds(key, dist, fail)
         for value in dist.corners():

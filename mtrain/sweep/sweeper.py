@@ -88,9 +88,9 @@ class Sweeper:
     def _run(self, claim: Claim, slot: int) -> None:
         trial = import_optuna().trial.Trial(self.study, claim.trial_id)
         command = trial_command(self.spec, claim.number, claim.work_dir, claim.params)
-        if not claim.adopted:
-            trial.set_user_attr('command', shlex.join(command))
-            trial.set_user_attr('seed', self.spec.seed)
+        for name, value in (('command', shlex.join(command)), ('seed', self.spec.seed),
+                            ('work_dir', claim.work_dir)):
+            trial.set_user_attr(name, value)  # again on adoption: an orphan may lack them
         overrides = ' '.join(f'{k}={v!r}' for k, v in claim.params.items())
         self.log(f"trial {claim.number}: {'resuming' if claim.adopted else 'starting'} "
                  f'{overrides} in {claim.work_dir}')

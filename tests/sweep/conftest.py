@@ -1,0 +1,52 @@
+"""Running tools/sweep.py on the digits demo, shrunk to seconds per trial."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import optuna
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG = os.path.join(ROOT, 'configs', 'digits', 'lenet_digits.py')
+# Two short epochs of 23 iterations; every checkpoint kept (the tests read them).
+FAST = ['runner.max_epochs=2', 'data.samples_per_gpu=64', 'log_config.interval=5',
+        'lr_config.warmup_iters=5', 'checkpoint_config.max_keep_ckpts=-1']
+TIMEOUT = 600  # seconds: bounds a hang, not the speed (a busy 2-core machine is slow)
+
+
+def sweep_command(work_dir, space_text, *extra, options=()):
+    """The command line of a sweep over ``space_text`` (written next to the sweep)."""
+    os.makedirs(work_dir, exist_ok=True)
+    space = os.path.join(work_dir, '..', f'{os.path.basename(work_dir)}_space.py')
+    with open(space, 'w') as f:
+        f.write(space_text)
+    return [sys.executable, os.path.join(ROOT, 'tools', 'sweep.py'), CONFIG, '--space', space,
+            '--work-dir', str(work_dir), *extra, '--cfg-options', *FAST, *options]
+
+
+def run_sweep(command, check=True):
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+    if check:
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def load(work_dir, name='lenet_digits'):
+    return optuna.load_study(study_name=name, storage=f'sqlite:///{work_dir}/sweep.db')
+
+
+@pytest.fixture(scope='session')
+def sweep_tool():
+    """tools/sweep.py as a module, to call its ``main(argv)`` in this process."""
+    spec = importlib.util.spec_from_file_location('tools_sweep',
+                                                  os.path.join(ROOT, 'tools', 'sweep.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def sweep_dir(tmp_path):
+    return str(tmp_path / 'sweep')
