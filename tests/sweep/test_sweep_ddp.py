@@ -5,7 +5,8 @@ import os
 import optuna
 import pytest
 
-from conftest import load, run_sweep, sweep_command
+from sweep_helpers import load, run_sweep, sweep_command
+from sweep_helpers import sweep_dir  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from conftest import TIMEOUT, load, run_sweep, sweep_command
+from sweep_helpers import TIMEOUT, load, run_sweep, sweep_command
+from sweep_helpers import sweep_dir  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,8 @@ import sys
 import optuna
 import pytest
 
-from conftest import CONFIG, ROOT, TIMEOUT, load, run_sweep, sweep_command
+from sweep_helpers import CONFIG, ROOT, TIMEOUT, load, run_sweep, sweep_command
+from sweep_helpers import sweep_dir, sweep_tool  # noqa: F401  (fixtures)
 
 
 def test_a_wrong_space_key_fails_before_any_trial(sweep_dir, sweep_tool, capsys):

@@ -1,4 +1,4 @@
-"""Running tools/sweep.py on the digits demo, shrunk to seconds per trial."""
+"""Running tools/sweep.py on the digits demo, shrunk to seconds per trial (helpers, fixtures)."""
 
 import importlib.util
 import os

@@ -1,0 +1,64 @@
+"""Which worker runs which trial, on a real SQLite study and real file locks."""
+
+import os
+import subprocess
+import sys
+
+import optuna
+
+from mtrain.sweep import loguniform
+from mtrain.sweep.claims import FileLock, claim_trial
+
+SPACE = {'optimizer.lr': loguniform(0.01, 0.1)}
+HOLD = ('import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\n'
+        'fcntl.flock(fd, fcntl.LOCK_EX)\nprint("locked", flush=True)\nsys.stdin.readline()')
+
+
+def _study(tmp_path):
+    return optuna.create_study(storage=f'sqlite:///{tmp_path}/s.db', study_name='s')
+
+
+def test_new_trials_until_the_study_is_full_then_none(tmp_path):
+    study = _study(tmp_path)
+    first = claim_trial(study, str(tmp_path), SPACE, total=2)
+    second = claim_trial(study, str(tmp_path), SPACE, total=2)
+    assert (first.number, second.number, first.adopted) == (0, 1, False)
+    assert first.work_dir == os.path.join(str(tmp_path), 'trial_0000')
+    assert study.trials[0].user_attrs['work_dir'] == first.work_dir
+    assert 0.01 <= first.params['optimizer.lr'] <= 0.1
+    # Both still held by this worker: nothing to adopt, and the study is full.
+    assert claim_trial(study, str(tmp_path), SPACE, total=2) is None
+
+
+def test_a_running_trial_whose_lock_is_free_is_adopted_once(tmp_path):
+    study = _study(tmp_path)
+    claim = claim_trial(study, str(tmp_path), SPACE, total=1)
+    claim.lock.release()  # its worker died
+    adopted = claim_trial(study, str(tmp_path), SPACE, total=1)
+    assert adopted.adopted and adopted.number == 0 and adopted.params == claim.params
+    assert claim_trial(study, str(tmp_path), SPACE, total=1) is None  # now held again
+    adopted.lock.release()
+    study.tell(0, 0.5)
+    assert claim_trial(study, str(tmp_path), SPACE, total=1) is None  # finished: kept
+
+
+def test_a_lock_held_by_another_process_is_respected(tmp_path):
+    study = _study(tmp_path)
+    claim = claim_trial(study, str(tmp_path), SPACE, total=1)
+    claim.lock.release()
+    # Another process holds it, as a training run holds its inherited copy of the lock.
+    holder = subprocess.Popen([sys.executable, '-c', HOLD, os.path.join(claim.work_dir, '.lock')],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdout.readline() == b'locked\n'
+    try:
+        assert claim_trial(study, str(tmp_path), SPACE, total=1) is None
+    finally:
+        holder.communicate(b'\n', timeout=60)
+    assert claim_trial(study, str(tmp_path), SPACE, total=1).adopted
+
+
+def test_a_trial_whose_folder_this_machine_cannot_see_is_left_alone(tmp_path):
+    study = _study(tmp_path)
+    trial = study.ask()
+    trial.set_user_attr('work_dir', str(tmp_path / 'elsewhere' / 'trial_0000'))
+    assert claim_trial(study, str(tmp_path), SPACE, total=1) is None
