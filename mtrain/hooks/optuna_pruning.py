@@ -132,7 +132,7 @@ class OptunaPruningHook(Hook):
         if not isinstance(value, (int, float)):
             raise ConfigError(f"the sweep's metric '{self.monitor}' is not among the evaluation "
                               f'results {sorted(runner.eval_results)}; pass one of them as '
-                              '--metric', key='evaluation')
+                              '--metric')
         self._trial.report(float(value), step)
         if not self._trial.should_prune():
             return False

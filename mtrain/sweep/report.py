@@ -17,6 +17,7 @@ import warnings
 from typing import Any, Dict, List
 
 from ..config import load_config
+from ..hooks.optuna_pruning import import_optuna
 from .study import SweepSpec
 
 #: Optuna's matplotlib plots written by :func:`save_plots`, by file name.
@@ -93,18 +94,25 @@ def save_plots(study: Any, out_dir: str) -> List[str]:
     except ImportError:
         return ['plots skipped: matplotlib is not installed (pip install matplotlib)']
     os.makedirs(out_dir, exist_ok=True)
-    lines = []
-    for name, function in PLOTS.items():
-        path = osp.join(out_dir, f'{name}.png')
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter('ignore')  # Optuna's ExperimentalWarning, empty plots
-                axes = getattr(plots, function)(study)
-            figure = (axes.flat[0] if hasattr(axes, 'flat') else axes).get_figure()
-            figure.savefig(path, bbox_inches='tight')
-            plt.close(figure)
-            lines.append(f'  {path}')
-        except Exception as e:  # noqa: BLE001  (e.g. importances need two finished trials)
-            plt.close('all')
-            lines.append(f'  {name} skipped: {e}')
-    return lines
+    optuna = import_optuna()
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # "no complete trials": said below
+    try:
+        return [_save_plot(plots, name, osp.join(out_dir, f'{name}.png'), study, plt)
+                for name in PLOTS]
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+
+
+def _save_plot(plots: Any, name: str, path: str, study: Any, plt: Any) -> str:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')  # Optuna's ExperimentalWarning
+            axes = getattr(plots, PLOTS[name])(study)
+        figure = (axes.flat[0] if hasattr(axes, 'flat') else axes).get_figure()
+        figure.savefig(path, bbox_inches='tight')
+        plt.close(figure)
+        return f'  {path}'
+    except Exception as e:  # noqa: BLE001  (e.g. importances need two finished trials)
+        plt.close('all')
+        return f'  {name} skipped: {e}'

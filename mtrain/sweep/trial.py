@@ -121,11 +121,11 @@ def final_metric(work_dir: str, metric: str) -> Optional[float]:
 
 
 def error_line(work_dir: str) -> str:
-    """The ``error: ...`` line (or the last line) of the trial's output."""
+    """The message of the ``error: ...`` line (or the last line) of the trial's output."""
     path = osp.join(work_dir, 'train.out')
     if not osp.isfile(path):
         return 'no output'
     with open(path, errors='replace') as f:
         lines = [line.rstrip() for line in f if line.strip()]
-    errors = [line[line.index('error: '):] for line in lines if 'error: ' in line]
+    errors = [line.split('error: ', 1)[1] for line in lines if 'error: ' in line]
     return (errors or lines or ['no output'])[-1]

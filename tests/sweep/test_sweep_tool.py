@@ -65,3 +65,17 @@ def test_pruning_stops_a_deliberately_bad_trial_early(sweep_dir):
     assert 'epoch_1.pth' in files and 'epoch_2.pth' not in files  # stopped, checkpoint kept
     assert any(name.endswith('.log.json') for name in files)
     assert 'epoch_2.pth' in os.listdir(trials[0].user_attrs['work_dir'])
+
+
+@pytest.mark.slow
+def test_a_metric_the_evaluation_does_not_return_stops_the_sweep_at_its_first_trial(sweep_dir):
+    command = sweep_command(sweep_dir, "space = {'optimizer.lr': [0.1, 0.2]}", '--trials', '2',
+                            '--metric', 'mAP', options=['runner.max_epochs=1'])
+    result = run_sweep(command, check=False)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('error: trial 0 failed: ')
+    assert lines[0].endswith("the sweep's metric 'mAP' is not among the evaluation results "
+                             "['accuracy']; pass one of them as --metric")
+    trials = load(sweep_dir).trials
+    assert [t.state.name for t in trials] == ['FAIL'] and 'mAP' in trials[0].user_attrs['error']
