@@ -52,6 +52,10 @@ def check_sweep(spec: SweepSpec) -> None:
     build_pruner(spec.pruner, spec.pruner_args)  # its arguments, before a trial needs it
     if spec.trials < 0 or spec.jobs < 1 or spec.gpus_per_trial < 1:
         raise ConfigError('--trials must be >= 0, --jobs and --gpus-per-trial >= 1')
+    if spec.gpus_per_trial > 1 and spec.launcher == 'none':
+        raise ConfigError(f'--gpus-per-trial {spec.gpus_per_trial} needs --launcher pytorch '
+                          '(each trial a torchrun run of that many processes)',
+                          key='gpus_per_trial')
     if spec.sampler == 'grid' and spec.trials > grid_size(spec.space, spec.space_file):
         raise ConfigError(f'--sampler grid has {grid_size(spec.space, spec.space_file)} '
                           f'points, fewer than --trials {spec.trials}; lower --trials',

@@ -71,7 +71,7 @@ class Sweeper:
                      '(each saves a checkpoint); run the same command again to continue')
         with self._procs_lock:
             for proc in self._procs.values():
-                stop_trial(proc)  # a second signal stops them at once
+                stop_trial(proc, at_once=not first)
 
     def _worker(self, slot: int) -> None:
         while self.stopped_by is None and self.abort is None:

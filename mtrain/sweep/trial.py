@@ -18,22 +18,9 @@ from typing import Any, Dict, List, Optional
 
 from ..config import load_config, parse_cfg_options
 from ..utils import ConfigError
+from . import supervise
 from .space_check import format_override
 from .study import SweepSpec
-
-#: Started between the sweep and each training run: the training run gets SIGTERM (it
-#: saves a checkpoint and exits) when the sweep worker that started it dies, even by
-#: SIGKILL (Linux's PR_SET_PDEATHSIG; elsewhere the run just goes on).
-_TRAMPOLINE = '''import ctypes, os, signal, sys
-try:
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-except (AttributeError, OSError):
-    pass
-if os.getppid() != int(sys.argv[1]):
-    sys.exit(128 + signal.SIGTERM)
-os.execvp(sys.argv[2], sys.argv[2:])
-'''
-
 
 def pruning_hooks(spec: SweepSpec, number: int) -> List[Dict[str, Any]]:
     """The config's ``custom_hooks`` plus the trial's :class:`OptunaPruningHook`."""
@@ -91,21 +78,23 @@ def start_trial(command: List[str], work_dir: str, env: Dict[str, str],
     """Start ``command --auto-resume``, output appended to ``work_dir/train.out``.
 
     The run gets its own session (a Ctrl-C at the terminal reaches the sweep, which
-    passes one SIGTERM on) and inherits the trial's lock (``lock_fd``).
+    passes one SIGTERM on), inherits the trial's lock (``lock_fd``) and runs under
+    :mod:`mtrain.sweep.supervise`, which stops it cleanly if the sweep dies.
     """
     os.makedirs(work_dir, exist_ok=True)
     with open(osp.join(work_dir, 'train.out'), 'ab') as out:
         out.write(f'$ {shlex.join(command)} --auto-resume\n'.encode())
         out.flush()
-        argv = [sys.executable, '-c', _TRAMPOLINE, str(os.getpid()), *command, '--auto-resume']
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+        argv = [sys.executable, supervise.__file__, str(os.getpid()), *command, '--auto-resume']
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                env=dict(env, MTRAIN_SWEEP_FDS=str(lock_fd)),
                                 pass_fds=(lock_fd, ), start_new_session=True)
 
 
-def stop_trial(proc: subprocess.Popen) -> None:
-    """Ask a run to stop as on preemption: it saves a checkpoint and exits."""
+def stop_trial(proc: subprocess.Popen, at_once: bool = False) -> None:
+    """Ask a run to stop as on preemption (it saves a checkpoint and exits), or ``at_once``."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGUSR1 if at_once else signal.SIGTERM)
 
 
 def final_metric(work_dir: str, metric: str) -> Optional[float]:

@@ -19,11 +19,12 @@ SPACE = "space = {'optimizer.lr': loguniform(0.01, 0.3)}"
 ITER_CHECKPOINTS = ['checkpoint_config.interval=4', 'checkpoint_config.by_epoch=False']
 
 
-def _children(pid):
+def _descendants(pid):
     found = []
     for path in glob.glob(f'/proc/{pid}/task/*/children'):
         with open(path) as f:
-            found += [int(p) for p in f.read().split()]
+            for child in map(int, f.read().split()):
+                found += [child] + _descendants(child)
     return found
 
 
@@ -34,41 +35,76 @@ def _wait_for(path, proc, deadline=TIMEOUT):
         time.sleep(0.05)
 
 
+def _output(sweep_dir, number):
+    with open(os.path.join(sweep_dir, f'trial_{number:04d}', 'train.out')) as f:
+        return f.read()
+
+
+def _trial_runs(sweep_dir):
+    """Processes whose command line names this sweep's folder (its training runs)."""
+    found = []
+    for path in glob.glob('/proc/[0-9]*/cmdline'):
+        try:
+            with open(path, 'rb') as f:
+                if sweep_dir.encode() in f.read():
+                    found.append(int(path.split('/')[2]))
+        except OSError:
+            pass
+    return found
+
+
+def _wait_for_exit(pids, deadline=TIMEOUT):
+    end = time.time() + deadline
+    while any(os.path.exists(f'/proc/{pid}') for pid in pids):
+        assert time.time() < end, 'a training run outlived its sweep'
+        time.sleep(0.05)
+
+
 def _final_weights(work_dir):
     latest = os.path.realpath(os.path.join(work_dir, 'latest.pth'))
     return torch.load(latest, weights_only=True)['state_dict']
 
 
-def test_sigkill_mid_trial_then_rerun_runs_each_trial_once_and_exactly(sweep_dir, tmp_path):
-    command = sweep_command(sweep_dir, SPACE, '--trials', '2', '--pruner', 'none',
+@pytest.mark.parametrize('victims, trials', [('sweep', 2), ('every process', 1)])
+def test_sigkill_mid_trial_then_rerun_runs_each_trial_once_and_exactly(sweep_dir, tmp_path,
+                                                                       victims, trials):
+    """``sweep``: its training run saves a checkpoint on the way out; ``every process``: the
+    run dies too (a machine crash) and resumes from its last regular checkpoint."""
+    command = sweep_command(sweep_dir, SPACE, '--trials', str(trials), '--pruner', 'none',
                             options=ITER_CHECKPOINTS)
     sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(os.path.join(sweep_dir, 'trial_0000', 'iter_12.pth'), sweep)
-    trainers = _children(sweep.pid)
-    for pid in trainers + [sweep.pid]:  # the trial's run first: no chance to save on the way out
+    runs = [pid for pid in _trial_runs(sweep_dir) if pid != sweep.pid]
+    others = _descendants(sweep.pid) if victims == 'every process' else []
+    for pid in [sweep.pid] + others:
         os.kill(pid, signal.SIGKILL)
     sweep.wait(timeout=TIMEOUT)
-    assert len(trainers) == 1
+    _wait_for_exit(runs)
     assert [t.state.name for t in load(sweep_dir).trials] == ['RUNNING']
+    out = _output(sweep_dir, 0)
+    if victims == 'sweep':  # one SIGTERM reached the run: it saved a checkpoint
+        assert 'SIGTERM received' in out and 'second SIGTERM' not in out
+        assert 'checkpoint saved to' in out
 
     result = run_sweep(command)
-    assert 'trial 0: resuming' in result.stdout and 'trial 1: starting' in result.stdout
-    trials = load(sweep_dir).trials
-    assert [(t.number, t.state.name) for t in trials] == [(0, 'COMPLETE'), (1, 'COMPLETE')]
-    with open(os.path.join(sweep_dir, 'trial_0000', 'train.out')) as f:
-        out = f.read()
+    assert 'trial 0: resuming' in result.stdout
+    study = load(sweep_dir)
+    assert [(t.number, t.state.name) for t in study.trials] == [
+        (n, 'COMPLETE') for n in range(trials)]
+    out = _output(sweep_dir, 0)
     assert out.count('\n$ ') + out.startswith('$ ') == 2 and 'resumed from' in out
-    with open(os.path.join(sweep_dir, 'trial_0001', 'train.out')) as f:
-        assert f.read().count('$ ') == 1
+    for number in range(1, trials):
+        assert _output(sweep_dir, number).count('$ ') == 1
 
     # The trial's own command, run uninterrupted elsewhere, ends with the same weights.
-    argv = shlex.split(trials[0].user_attrs['command'])
+    first = study.trials[0]
+    argv = shlex.split(first.user_attrs['command'])
     argv[argv.index('--work-dir') + 1] = str(tmp_path / 'again')
     again = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
     assert again.returncode == 0, again.stderr[-2000:]
     assert 'reports nothing' in again.stderr
-    resumed, uninterrupted = _final_weights(trials[0].user_attrs['work_dir']), \
-        _final_weights(tmp_path / 'again')
+    resumed = _final_weights(first.user_attrs['work_dir'])
+    uninterrupted = _final_weights(tmp_path / 'again')
     assert resumed.keys() == uninterrupted.keys()
     assert all(torch.equal(resumed[k], uninterrupted[k]) for k in resumed)
     assert len(load(sweep_dir).trials[0].intermediate_values) == 2

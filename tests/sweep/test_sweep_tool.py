@@ -8,6 +8,8 @@ import sys
 import optuna
 import pytest
 
+from mtrain.sweep.study import open_study
+
 from sweep_helpers import CONFIG, ROOT, TIMEOUT, load, run_sweep, sweep_command
 from sweep_helpers import sweep_dir, sweep_tool  # noqa: F401  (fixtures)
 
@@ -79,3 +81,26 @@ def test_a_metric_the_evaluation_does_not_return_stops_the_sweep_at_its_first_tr
                              "['accuracy']; pass one of them as --metric")
     trials = load(sweep_dir).trials
     assert [t.state.name for t in trials] == ['FAIL'] and 'mAP' in trials[0].user_attrs['error']
+
+
+@pytest.mark.parametrize('extra, message', [
+    (['--gpus-per-trial', '2'], '--gpus-per-trial 2 needs --launcher pytorch'),
+    (['--sampler', 'grid'], "key `optimizer.lr`: --sampler grid needs a finite set of values, "
+     'but the space gives loguniform'),
+    (['--pruner-args', 'n_startup=2'], 'MedianPruner does not take these arguments'),
+])
+def test_other_mistakes_fail_before_any_trial(sweep_dir, sweep_tool, capsys, extra, message):
+    command = sweep_command(sweep_dir, "space = {'optimizer.lr': loguniform(0.01, 0.1)}", *extra)
+    assert sweep_tool.main(command[2:]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+    assert not os.path.exists(os.path.join(sweep_dir, 'sweep.db'))
+
+
+def test_a_study_refuses_another_space(sweep_dir, sweep_tool, capsys):
+    first = sweep_command(sweep_dir, "space = {'optimizer.lr': loguniform(0.01, 0.1)}")
+    open_study(sweep_tool.build_spec(sweep_tool.parse_args(first[2:])))
+    command = sweep_command(sweep_dir, "space = {'optimizer.lr': loguniform(0.01, 0.2)}",
+                            '--trials', '0')
+    assert sweep_tool.main(command[2:]) == 2
+    assert ("key `space`: study 'lenet_digits' in sqlite:///" in capsys.readouterr().err)

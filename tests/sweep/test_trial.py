@@ -1,0 +1,45 @@
+"""A trial's command line and what is read back from its folder."""
+
+import json
+
+from mtrain.config import parse_cfg_options
+from mtrain.sweep import SweepSpec, loguniform
+from mtrain.sweep.trial import error_line, final_metric, literal, trial_command
+from sweep_helpers import CONFIG
+
+
+def test_the_command_carries_the_hook_the_fixed_options_and_exact_values(tmp_path):
+    spec = SweepSpec(config=CONFIG, space_file='s.py', space={'optimizer.lr': loguniform(
+        0.01, 0.1)}, work_dir=str(tmp_path), trials=3, study='s', metric='accuracy',
+        direction='maximize', cfg_options=['runner.max_epochs=2'], seed=7)
+    lr = 0.012345678901234567
+    command = trial_command(spec, 3, str(tmp_path / 'trial_0003'), {'optimizer.lr': lr})
+    assert command[command.index('--seed') + 1] == '7'
+    options = parse_cfg_options(command[command.index('--cfg-options') + 1:])
+    assert options['optimizer.lr'] == lr and options['runner.max_epochs'] == 2
+    hook = options['custom_hooks'][-1]
+    assert hook == dict(type='OptunaPruningHook', storage=f'sqlite:///{tmp_path}/sweep.db',
+                        study_name='s', trial_number=3, monitor='accuracy', pruner='median',
+                        pruner_args={})
+    assert list(options)[0] == 'custom_hooks'  # first: a space key may refine a hook
+
+
+def test_literal_reads_back_as_the_same_value():
+    value = [dict(type='X', a=[1, 2.5, None], b={'1': 'q'}, c=(1, ), d='a"b', e=True)]
+    assert parse_cfg_options([f'k={literal(value)}'])['k'] == value
+
+
+def test_the_metric_is_the_last_evaluation_over_every_log_of_a_resumed_trial(tmp_path):
+    for name, values in (('20260101_000000', [0.5, 0.6]), ('20260101_000100', [0.7])):
+        with open(tmp_path / f'{name}.log.json', 'w') as f:
+            f.write(json.dumps({'mode': 'train', 'loss': 1.0}) + '\n')
+            for v in values:
+                f.write(json.dumps({'mode': 'val', 'accuracy': v}) + '\n')
+    assert final_metric(str(tmp_path), 'accuracy') == 0.7
+    assert final_metric(str(tmp_path), 'mAP') is None
+
+
+def test_error_line_is_the_message_of_the_last_error_line(tmp_path):
+    (tmp_path / 'train.out').write_text('$ python train.py\n[rank0]: error: bad key\nmore\n')
+    assert error_line(str(tmp_path)) == 'bad key'
+    assert error_line(str(tmp_path / 'none')) == 'no output'
