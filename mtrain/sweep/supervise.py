@@ -12,9 +12,9 @@ it is: ``tools/train.py`` takes a second SIGTERM as "stop at once, no checkpoint
 This supervisor passes exactly one SIGTERM on (the run finishes its iteration, saves a
 checkpoint and exits, as on preemption; torchrun passes it to every rank) and exits
 with the run's status. SIGUSR1 (the sweep's answer to a second Ctrl-C) passes another
-SIGTERM on, which stops the run at once. Elsewhere than Linux the run simply goes on when the sweep dies.
-The trial's lock (an inherited descriptor) is passed to the run, so it is held while
-either process lives.
+SIGTERM on, which stops the run at once. Elsewhere than Linux the run simply goes on when
+the sweep dies. The trial's lock (an inherited descriptor) is passed to the run, so it
+is held while either process lives.
 """
 
 import ctypes

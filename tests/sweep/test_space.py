@@ -50,8 +50,8 @@ def test_nested_dicts_and_dotted_keys_mean_the_same(tmp_path):
     ("space = {'optimizer.lr': [0.1, -0.1]}", r'must lie in \(0, inf\)'),
     ("space = {'log_config.hooks': [1, 2]}", "is a list .*search over its items by their "
      "own keys, e.g. 'log_config.hooks.0'"),
-    ("space = {'optimizer.type': ['SGD', 'Adamm']}", "the optimizer does not take 'Adamm': 'Adamm' is not a registered optimizer.*"
-     "Did you mean 'Adam'"),
+    ("space = {'optimizer.type': ['SGD', 'Adamm']}", "the optimizer does not take 'Adamm': "
+     "'Adamm' is not a registered optimizer.*Did you mean 'Adam'"),
     ("space = {'optimizer.momentum': [0, 0.9]}", 'the optimizer does not take 0: .*Nesterov '
      'momentum requires a momentum'),
 ])
