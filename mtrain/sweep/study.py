@@ -97,7 +97,7 @@ def grid_values(space: Dict[str, Distribution], space_file: str) -> Dict[str, li
             grid[key] = list(dist.choices)
         elif dist.step is not None and not dist.log:
             count = int(round((dist.high - dist.low) / dist.step)) + 1
-            grid[key] = [dist.low + i * dist.step for i in range(count)]
+            grid[key] = [round(dist.low + i * dist.step, 12) for i in range(count)]
         else:
             raise ConfigError(f'--sampler grid needs a finite set of values, but the space '
                               f'gives {dist.describe()}; give a list, an intrange, or '

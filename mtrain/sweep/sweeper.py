@@ -115,22 +115,34 @@ class Sweeper:
         if code == 0:
             frozen = self.study._storage.get_trial(claim.trial_id)  # noqa: SLF001
             if 'pruned_at_step' in frozen.user_attrs:
-                self.study.tell(number, state=states.PRUNED)
+                self._tell(number, state=states.PRUNED)
                 self.log(f"trial {number}: pruned at step {frozen.user_attrs['pruned_at_step']} "
                          f'({took})')
                 return
             value = final_metric(claim.work_dir, self.spec.metric)
             if value is not None:
-                self.study.tell(number, value)
+                self._tell(number, value)
                 self.log(f'trial {number}: {self.spec.metric} {value:.4f} ({took})')
                 return
         error = error_line(claim.work_dir) if code != 0 else (
             f"the run logged no '{self.spec.metric}' (is evaluation on?)")
         trial.set_user_attr('error', error)
-        self.study.tell(number, state=states.FAIL)
+        self._tell(number, state=states.FAIL)
         self.log(f'trial {number}: failed (exit status {code}, {took}): {error}')
         if code == 2 or code == 0:  # a config error: every trial would fail the same way
             self.abort = f'trial {number} failed: {error}'
+
+    def _tell(self, number: int, *args: Any, **kwargs: Any) -> None:
+        """``study.tell``; the grid sampler's "grid done" (``study.stop()``) is not an error.
+
+        Optuna stores the trial's state before the sampler's ``after_trial`` raises it (its
+        ``Study.stop`` works inside ``optimize`` only); ``--trials`` already ends the sweep.
+        """
+        try:
+            self.study.tell(number, *args, **kwargs)
+        except RuntimeError as e:
+            if 'Study.stop' not in str(e):
+                raise
 
     def _env(self, slot: int) -> Dict[str, str]:
         """Threads per trial divided among the jobs; under a launcher, the slot's GPUs."""

@@ -6,8 +6,11 @@ import sys
 
 import optuna
 
-from mtrain.sweep import loguniform
-from mtrain.sweep.claims import FileLock, claim_trial
+from mtrain.sweep import SweepSpec, choice, intrange, loguniform, uniform
+from mtrain.sweep.claims import claim_trial
+from mtrain.sweep.study import open_study
+from mtrain.sweep.sweeper import Sweeper
+from sweep_helpers import CONFIG
 
 SPACE = {'optimizer.lr': loguniform(0.01, 0.1)}
 HOLD = ('import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\n'
@@ -62,3 +65,21 @@ def test_a_trial_whose_folder_this_machine_cannot_see_is_left_alone(tmp_path):
     trial = study.ask()
     trial.set_user_attr('work_dir', str(tmp_path / 'elsewhere' / 'trial_0000'))
     assert claim_trial(study, str(tmp_path), SPACE, total=1) is None
+
+
+def test_the_grid_sampler_gives_each_point_once_and_its_end_is_no_error(tmp_path):
+    space = {'optimizer.momentum': uniform(0.1, 0.3, step=0.1),
+             'lr_config.warmup_iters': intrange(0, 10, step=10), 'optimizer.nesterov': choice(True)}
+    spec = SweepSpec(config=CONFIG, space_file='s.py', space=space, work_dir=str(tmp_path),
+                     trials=6, study='g', metric='accuracy', direction='maximize',
+                     sampler='grid')
+    study = open_study(spec)
+    sweeper = Sweeper(spec, study)
+    seen = set()
+    for _ in range(6):
+        claim = claim_trial(study, str(tmp_path), space, total=6)
+        seen.add(tuple(sorted(claim.params.items())))
+        sweeper._tell(claim.number, 0.5)  # the last one: Optuna's grid sampler calls stop()
+        claim.lock.release()
+    assert len(seen) == 6 and {dict(p)['optimizer.momentum'] for p in seen} == {0.1, 0.2, 0.3}
+    assert claim_trial(study, str(tmp_path), space, total=6) is None
