@@ -88,14 +88,17 @@ class Sweeper:
     def _run(self, claim: Claim, slot: int) -> None:
         trial = import_optuna().trial.Trial(self.study, claim.trial_id)
         command = trial_command(self.spec, claim.number, claim.work_dir, claim.params)
-        for name, value in (('command', shlex.join(command)), ('seed', self.spec.seed),
+        env = self._env(slot)
+        # With its thread count: CPU kernels may sum in another order on another count.
+        threads = f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} "
+        for name, value in (('command', threads + shlex.join(command)), ('seed', self.spec.seed),
                             ('work_dir', claim.work_dir)):
             trial.set_user_attr(name, value)  # again on adoption: an orphan may lack them
         overrides = ' '.join(f'{k}={v!r}' for k, v in claim.params.items())
         self.log(f"trial {claim.number}: {'resuming' if claim.adopted else 'starting'} "
                  f'{overrides} in {claim.work_dir}')
         start = time.time()
-        proc = start_trial(command, claim.work_dir, self._env(slot), claim.lock.fd)
+        proc = start_trial(command, claim.work_dir, env, claim.lock.fd)
         with self._procs_lock:
             self._procs[slot] = proc
         if self.stopped_by is not None:

@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import shlex
 import subprocess
 import sys
 
@@ -14,6 +15,9 @@ CONFIG = os.path.join(ROOT, 'configs', 'digits', 'lenet_digits.py')
 FAST = ['runner.max_epochs=2', 'data.samples_per_gpu=64', 'log_config.interval=5',
         'lr_config.warmup_iters=5', 'checkpoint_config.max_keep_ckpts=-1']
 TIMEOUT = 600  # seconds: bounds a hang, not the speed (a busy 2-core machine is slow)
+# One thread per trial: on a shared 2-core machine two threads that wait for each other
+# make an iteration 10-30x slower than one (the sweep divides what OMP_NUM_THREADS says).
+ENV = dict(os.environ, OMP_NUM_THREADS='1')
 
 
 def sweep_command(work_dir, space_text, *extra, options=()):
@@ -27,10 +31,17 @@ def sweep_command(work_dir, space_text, *extra, options=()):
 
 
 def run_sweep(command, check=True):
-    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, env=ENV)
     if check:
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
+
+
+def trial_argv(command):
+    """A trial's stored command (``OMP_NUM_THREADS=k python ...``): ``(argv, env)``."""
+    words = shlex.split(command)
+    settings = words[:words.index(sys.executable)]
+    return words[len(settings):], dict(os.environ, **dict(s.split('=', 1) for s in settings))
 
 
 def load(work_dir, name='lenet_digits'):
