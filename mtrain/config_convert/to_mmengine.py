@@ -9,6 +9,9 @@ mmengine counterparts; whatever is left is a helper variable (``data_root``,
 import copy
 from typing import Any, Dict, Tuple
 
+from ..defaults import (BY_EPOCH_KEYS, MMCV_CHECKPOINT, RUNNER_LENGTH_KEY, RUNNER_LOOP, fill_runner_defaults,
+                        runner_by_epoch)
+from ..utils.errors import ConfigError
 from . import schedule_to_mmengine as sched
 from .report import ConversionReport
 from .table import DISPLAY_ONLY_HOOKS, LOGGER_BACKENDS
@@ -37,7 +40,7 @@ def to_mmengine(cfg: Dict[str, Any]) -> Tuple[Dict[str, Any], ConversionReport]:
     _optim(src, out, report)
     _schedules(src, out, loop, report)
     _evaluation(src, out, loop, report)
-    _hooks(src, out, report)
+    _hooks(src, out, loop, report)
     _environment(src, out, report)
     for key in _MTRAIN_ONLY:
         if key in src:
@@ -54,21 +57,28 @@ def to_mmengine(cfg: Dict[str, Any]) -> Tuple[Dict[str, Any], ConversionReport]:
 
 
 def _loop(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> sched.Loop:
+    """``runner`` → ``train_cfg``; the runner type's hook defaults written out in ``src``."""
     runner = dict(src.pop('runner', None) or {})
     if not runner and src.get('total_epochs') is not None:
         runner = dict(type='EpochBasedRunner', max_epochs=src['total_epochs'])
     kind = runner.pop('type', 'EpochBasedRunner')
-    if kind == 'IterBasedRunner':
-        out['train_cfg'] = dict(type='IterBasedTrainLoop', max_iters=runner.pop('max_iters'))
-        loop = (False, out['train_cfg']['max_iters'])
-    else:
-        if kind != 'EpochBasedRunner':
-            report.lossy('runner.type', 'train_cfg', f"'{kind}' has no mmengine loop")
-        out['train_cfg'] = dict(type='EpochBasedTrainLoop', max_epochs=runner.pop('max_epochs'))
-        loop = (True, out['train_cfg']['max_epochs'])
+    if kind not in RUNNER_LOOP:
+        report.lossy('runner.type', 'train_cfg', f"'{kind}' has no mmengine loop")
+        kind = 'EpochBasedRunner'
+    length_key = RUNNER_LENGTH_KEY[kind]
+    other = [k for k in RUNNER_LENGTH_KEY.values() if k != length_key and k in runner]
+    if other or length_key not in runner:
+        found = f'runner.{other[0]} is set, but ' if other else ''
+        raise ConfigError(f'{found}{kind} needs runner.{length_key}; set runner.{length_key}=N',
+                          key=f'runner.{other[0] if other else length_key}')
+    out['train_cfg'] = dict(type=RUNNER_LOOP[kind], **{length_key: runner.pop(length_key)})
+    loop = (runner_by_epoch(kind), out['train_cfg'][length_key])
     report.exact('runner', 'train_cfg')
     for key in runner:
         report.lossy(f'runner.{key}', '(dropped)', 'not an argument of the mmengine loop')
+    # mmcv's register_training_hooks gives the runner's by_epoch to hooks that omit it;
+    # mmengine's hooks have their own defaults, so every one is written out.
+    src.update(fill_runner_defaults(kind, {k: src[k] for k in BY_EPOCH_KEYS if k in src}))
     return loop
 
 
@@ -214,20 +224,12 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
         out['test_evaluator'] = dict(out['val_evaluator'])
 
 
-def _hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
+           report: ConversionReport) -> None:
     hooks: Dict[str, Any] = dict(timer=dict(type='IterTimerHook'), logger=None,
                                  param_scheduler=dict(type='ParamSchedulerHook'),
                                  checkpoint=None, sampler_seed=dict(type='DistSamplerSeedHook'))
-    ckpt = src.pop('checkpoint_config', None)
-    if ckpt is not None or '_checkpoint_extra' in out:
-        ckpt = dict(ckpt or dict(interval=-1))
-        for key in ('async_save', 'create_symlink'):
-            if key in ckpt:
-                report.lossy(f'checkpoint_config.{key}', '(dropped)', 'mtrain-only option')
-                ckpt.pop(key)
-        ckpt.update(out.pop('_checkpoint_extra', {}))
-        hooks['checkpoint'] = dict(type='CheckpointHook', **ckpt)
-        report.exact('checkpoint_config', 'default_hooks.checkpoint')
+    hooks['checkpoint'] = _checkpoint(src.pop('checkpoint_config', None), out, loop, report)
     log = src.pop('log_config', None)
     if log is not None:
         hooks['logger'] = dict(type='LoggerHook', interval=log.get('interval', 10))
@@ -243,6 +245,28 @@ def _hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -
         out['custom_hooks'] = custom
         report.note('custom_hooks', 'custom_hooks', 'passed through: each type must exist in '
                     'mmengine (or your scope) with the same arguments')
+
+
+def _checkpoint(ckpt: Any, out: Dict[str, Any], loop: sched.Loop,
+                report: ConversionReport) -> Any:
+    """``checkpoint_config`` (``by_epoch`` already the runner's) → mmengine's ``CheckpointHook``."""
+    extra = out.pop('_checkpoint_extra', {})
+    if ckpt is None and not extra:
+        return None  # mmcv registers no checkpoint hook; mmengine's default is switched off
+    ckpt = dict(ckpt or dict(MMCV_CHECKPOINT, by_epoch=loop[0]))
+    if ckpt.get('by_epoch') and not loop[0] and not extra:
+        report.note('checkpoint_config', 'default_hooks.checkpoint=None', 'by_epoch=True under '
+                    "IterBasedRunner saves nothing in mmcv (no epoch ends); mmengine's would "
+                    'save at the end of its one epoch, so it is switched off')
+        return None
+    for key in ('async_save', 'create_symlink'):
+        if key in ckpt:
+            report.lossy(f'checkpoint_config.{key}', '(dropped)', 'mtrain-only option')
+            ckpt.pop(key)
+    ckpt.update(extra)
+    report.exact('checkpoint_config', 'default_hooks.checkpoint (by_epoch written out: '
+                 "mmengine's CheckpointHook counts epochs unless told)")
+    return dict(type='CheckpointHook', **ckpt)
 
 
 def _backends(log: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> list:
