@@ -14,6 +14,7 @@ from ..defaults import (MMENGINE_CHECKPOINT, MMENGINE_DEFAULT_HOOKS, MMENGINE_LO
                         MMENGINE_LOOP_OF_BY_EPOCH, MMENGINE_LOOPS, RUNNER_LOOP)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmcv as sched
+from .paramwise import mmengine_differs
 from .report import ConversionReport
 from .table import LOGGER_BACKENDS, UNSUPPORTED
 
@@ -41,7 +42,7 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
             report.exact(key, key)
     loop = _loop(src, out, report)
     _data(src, out, report)
-    _optim(src, out, report)
+    _optim(src, out, report, keep_schedulers)
     _schedules(src, out, loop, report, keep_schedulers)
     _evaluation(src, out, loop, report)
     _hooks(src, out, loop, report)
@@ -112,15 +113,19 @@ def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) ->
         out['data'] = data
 
 
-def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport,
+           keep_rules: bool) -> None:
     wrapper = dict(src.pop('optim_wrapper', None) or {})
+    if 'optimizer' in src:  # mmseg 1.x schedules: a variable that optim_wrapper reuses
+        src.pop('optimizer')
+        report.note('optimizer', '(dropped)', 'a top-level variable of the mmengine config '
+                    '(mmseg 1.x schedules); optim_wrapper.optimizer is what mmengine reads')
     kind = wrapper.pop('type', 'OptimWrapper')
     optimizer = dict(wrapper.pop('optimizer', None) or {})
     for key in ('paramwise_cfg', 'constructor'):
         if key in wrapper:
             optimizer[key] = wrapper.pop(key)
-    if optimizer.get('constructor') == 'DefaultOptimWrapperConstructor':
-        optimizer['constructor'] = 'DefaultOptimizerConstructor'
+    _constructor(optimizer, report, keep_rules)
     out['optimizer'] = optimizer
     report.exact('optim_wrapper.optimizer', 'optimizer')
     hook: Dict[str, Any] = {}
@@ -147,6 +152,29 @@ def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -
         report.lossy('optim_wrapper.type', 'optimizer', f"'{kind}' has no mtrain counterpart")
     for key in wrapper:
         report.lossy(f'optim_wrapper.{key}', '(dropped)', 'no mtrain counterpart')
+
+
+def _constructor(optimizer: Dict[str, Any], report: ConversionReport, keep_rules: bool) -> None:
+    """mmengine's default constructor: mmcv's where the rules agree, else mtrain's copy of it.
+
+    ``keep_rules`` (training): always mtrain's ``DefaultOptimWrapperConstructor``,
+    mmengine's rules to the letter (frozen parameters left out, too).
+    """
+    name = optimizer.get('constructor', 'DefaultOptimWrapperConstructor')
+    if name != 'DefaultOptimWrapperConstructor':
+        report.note('optim_wrapper.constructor', 'optimizer.constructor', f"'{name}' must be "
+                    "registered in mtrain's OPTIMIZER_CONSTRUCTORS (custom_imports)")
+        return
+    reasons = mmengine_differs(optimizer.get('paramwise_cfg') or {})
+    if keep_rules or reasons:
+        optimizer['constructor'] = 'DefaultOptimWrapperConstructor'
+    else:
+        optimizer.pop('constructor', None)  # mmcv's DefaultOptimizerConstructor: same values
+    if reasons and not keep_rules:
+        report.note('optim_wrapper.paramwise_cfg', "optimizer.constructor="
+                    "'DefaultOptimWrapperConstructor'", "mmengine's rules differ from mmcv's "
+                    'here (' + '; '.join(reasons) + "); mtrain's DefaultOptimWrapperConstructor "
+                    'keeps them exactly (mmcv 1.7.2 itself has no such constructor)')
 
 
 def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,

@@ -13,6 +13,7 @@ from ..defaults import (BY_EPOCH_KEYS, MMCV_CHECKPOINT, RUNNER_LENGTH_KEY, RUNNE
                         runner_by_epoch)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmengine as sched
+from .paramwise import as_mmengine, mmengine_differs
 from .report import ConversionReport
 from .table import DISPLAY_ONLY_HOOKS, LOGGER_BACKENDS
 
@@ -110,11 +111,10 @@ def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) ->
 def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
     optimizer = dict(src.pop('optimizer', None) or {})
     wrapper: Dict[str, Any] = dict(type='OptimWrapper', optimizer=optimizer)
-    if optimizer.get('paramwise_cfg') is not None:
-        wrapper['paramwise_cfg'] = optimizer.pop('paramwise_cfg')
-        report.exact('optimizer.paramwise_cfg', 'optim_wrapper.paramwise_cfg')
     constructor = optimizer.pop('constructor', None)
-    if constructor == 'DefaultOptimizerConstructor':
+    if optimizer.get('paramwise_cfg') is not None:
+        _paramwise(optimizer.pop('paramwise_cfg'), wrapper, constructor, report)
+    if constructor in ('DefaultOptimizerConstructor', 'DefaultOptimWrapperConstructor'):
         wrapper['constructor'] = 'DefaultOptimWrapperConstructor'
     elif constructor is not None:
         wrapper['constructor'] = constructor
@@ -146,6 +146,25 @@ def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -
     for key in hook:
         report.lossy(f'optimizer_config.{key}', '(dropped)', 'OptimWrapper has no such option')
     out['optim_wrapper'] = wrapper
+
+
+def _paramwise(paramwise_cfg: Dict[str, Any], wrapper: Dict[str, Any], constructor: Any,
+               report: ConversionReport) -> None:
+    """mmcv's ``paramwise_cfg`` for mmengine's rules: the same values wherever they can be."""
+    if constructor == 'DefaultOptimWrapperConstructor':  # mtrain's copy of mmengine's rules
+        wrapper['paramwise_cfg'] = paramwise_cfg
+        report.exact('optimizer.paramwise_cfg', 'optim_wrapper.paramwise_cfg')
+        return
+    wrapper['paramwise_cfg'] = as_mmengine(paramwise_cfg)
+    reasons = mmengine_differs(wrapper['paramwise_cfg'])
+    if reasons:
+        report.lossy('optimizer.paramwise_cfg', 'optim_wrapper.paramwise_cfg', '; '.join(
+            reasons) + ' (for a model with such parameters)')
+    elif wrapper['paramwise_cfg'] != paramwise_cfg:
+        report.note('optimizer.paramwise_cfg', 'optim_wrapper.paramwise_cfg', 'norm_decay_mult=1 '
+                    "written out: mmengine's bias_decay_mult would reach norm biases otherwise")
+    else:
+        report.exact('optimizer.paramwise_cfg', 'optim_wrapper.paramwise_cfg')
 
 
 def _amp(fp16: Dict[str, Any], wrapper: Dict[str, Any], report: ConversionReport) -> None:

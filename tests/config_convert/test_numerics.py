@@ -13,8 +13,11 @@ from mtrain.config_convert import to_mmcv, to_mmengine
 
 SGD = dict(type='SGD', lr=0.02, momentum=0.9, weight_decay=1e-4)
 ADAMW = dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999), weight_decay=0.05)
-# AdamW classification recipe: no decay on norms and biases, a slower head.
-PARAMWISE = dict(norm_decay_mult=0., bias_decay_mult=0., custom_keys={'3.': dict(lr_mult=0.1)})
+# AdamW classification recipe: no decay on norms, biases and depth-wise convs, a slower head
+# (with dwconv_decay_mult unset, mmengine's bias rule would reach depth-wise conv biases
+# first: lossy, see test_paramwise.py).
+PARAMWISE = dict(norm_decay_mult=0., bias_decay_mult=0., dwconv_decay_mult=0.,
+                 custom_keys={'3.': dict(lr_mult=0.1)})
 
 
 def epochs(n):

@@ -22,7 +22,10 @@ def test_schema_detection_and_mixed_configs():
     assert detect_schema(dict(optim_wrapper={}, train_cfg={})) == 'mmengine'
     assert detect_schema(dict(model={})) == 'mmcv'
     with pytest.raises(ConfigError, match='mixes the mmcv 1.x keys'):
-        detect_schema(dict(optimizer=SGD, optim_wrapper={}))
+        detect_schema(dict(optimizer=SGD, optim_wrapper={}))  # no optim_wrapper.optimizer
+    with pytest.raises(ConfigError, match=r"mixes the mmcv 1.x keys \['optimizer', 'lr_config'\]"):
+        detect_schema(dict(lr_config={}, optimizer=SGD, optim_wrapper=dict(optimizer=SGD)))
+    assert detect_schema(dict(optimizer=SGD, optim_wrapper=dict(optimizer=SGD))) == 'mmengine'
     with pytest.raises(ValueError, match='already is in the mmcv schema'):
         convert(dict(optimizer=SGD), to='mmcv')
 
