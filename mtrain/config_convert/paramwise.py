@@ -7,7 +7,7 @@ model unless one of the cases below holds; each case is checked numerically
 against both frameworks' constructors in ``tests/config_convert``.
 """
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 #: ``custom_keys`` fields both frameworks read; mmengine copies any other into the group.
 _CUSTOM_FIELDS = ('lr_mult', 'decay_mult')
@@ -52,3 +52,13 @@ def as_mmengine(paramwise_cfg: Dict[str, Any]) -> Dict[str, Any]:
     if cfg.get('bias_decay_mult', 1) != 1 and 'norm_decay_mult' not in cfg:
         cfg['norm_decay_mult'] = 1.
     return cfg
+
+
+def uniform_base_lr(optimizer_cfg: Any) -> Optional[float]:
+    """``optimizer.lr`` when every parameter starts from it (no lr multiplier), else None."""
+    if not isinstance(optimizer_cfg, dict) or not optimizer_cfg.get('lr'):
+        return None
+    paramwise = dict(optimizer_cfg.get('paramwise_cfg') or {})
+    mults = [paramwise.get(k, 1) for k in ('bias_lr_mult', 'dcn_offset_lr_mult')]
+    mults += [v.get('lr_mult', 1) for v in (paramwise.get('custom_keys') or {}).values()]
+    return optimizer_cfg['lr'] if all(m == 1 for m in mults) else None

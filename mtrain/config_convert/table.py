@@ -62,10 +62,17 @@ KEY_MAP: List[Tuple[str, str, str]] = [
 LR_POLICIES: Dict[str, str] = {
     'Fixed': '(no scheduler)', 'Step': 'StepLR (int step) / MultiStepLR (list)',
     'Exp': 'ExponentialLR', 'Poly': 'PolyLR', 'CosineAnnealing': 'CosineAnnealingLR',
-    'CosineRestart': 'CosineRestartLR', 'OneCycle': 'OneCycleLR (by_epoch=False)',
+    'CosineRestart': 'CosineRestartLR (with a floor: restart_weights r + w (1 - r), '
+                     'r = min_lr / lr; impossible for an absolute min_lr with per-group lrs)',
+    'OneCycle': 'OneCycleLR (by_epoch=False)',
     'LinearAnnealing': 'LinearLR (start_factor=1)',
     "warmup='linear'": 'LinearLR (by_epoch=False, end=warmup_iters+1)',
     "warmup='constant'": 'ConstantLR (by_epoch=False, end=warmup_iters+1)',
+    "warmup='exp'": 'LinearLR(start_factor=warmup_ratio, end=1) then ExponentialLR(gamma='
+                    'warmup_ratio ** (-1 / warmup_iters), end=warmup_iters+1)',
+    'a warmup under CosineAnnealing/poly with a floor': 'exact only while the warmup and the '
+    "floored schedule do not both step: mmengine updates the current lr, mmcv multiplies the "
+    'closed form (lossy by iteration; by epoch, exact if the warmup ends within epoch 1)',
 }
 
 #: mmcv momentum policy → mmengine momentum scheduler.
@@ -80,7 +87,6 @@ NO_COUNTERPART: Dict[str, str] = {
     'Cyclic': 'mmengine has no cyclic scheduler (OneCycleLR is a single cycle)',
     'FlatCosineAnnealing': "mmengine's CosineAnnealingLR with begin > 0 anneals from the "
                            'global step, not from the start of the cosine phase',
-    "warmup='exp'": 'no mmengine scheduler multiplies by warmup_ratio ** (1 - t / warmup_iters)',
     'warmup_by_epoch': "an epoch-based LinearLR converted to iterations reaches full lr one "
                        "iteration earlier than mmcv's warmup over warmup_iters * epoch_length",
     'momentum warmup': "mmcv divides momentum by the warmup factor; no mmengine scheduler does",
@@ -146,3 +152,23 @@ def mapping_markdown() -> str:
     lines += ['', *_table(('mmcv logger hook', 'mmengine vis backend'), LOGGER_BACKENDS.items())]
     lines += ['', *_table(('no counterpart', 'why'), NO_COUNTERPART.items())]
     return '\n'.join(lines) + '\n'
+
+
+def update_docs(path: str) -> bool:
+    """Rewrite the generated section of ``docs/config.md``; True when it changed.
+
+    ``python -m mtrain.config_convert.table docs/config.md`` after editing a table.
+    """
+    start, end = '<!-- mapping: generated -->\n', '<!-- mapping: end -->'
+    with open(path) as f:
+        doc = f.read()
+    new = doc[:doc.index(start) + len(start)] + mapping_markdown() + doc[doc.index(end):]
+    if new != doc:
+        with open(path, 'w') as f:
+            f.write(new)
+    return new != doc
+
+
+if __name__ == '__main__':
+    import sys
+    print('updated' if update_docs(sys.argv[1]) else 'up to date')

@@ -14,7 +14,7 @@ from ..defaults import (MMENGINE_CHECKPOINT, MMENGINE_DEFAULT_HOOKS, MMENGINE_LO
                         MMENGINE_LOOP_OF_BY_EPOCH, MMENGINE_LOOPS, RUNNER_LOOP)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmcv as sched
-from .paramwise import mmengine_differs
+from .paramwise import mmengine_differs, uniform_base_lr
 from .report import ConversionReport
 from .table import LOGGER_BACKENDS, UNSUPPORTED
 
@@ -188,7 +188,7 @@ def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
                          'scheduler classes)')
         return
     lr, momentum = sched.split_schedulers(schedulers)
-    lr_config = sched.lr_config(lr, loop, report)
+    lr_config = sched.lr_config(lr, loop, report, uniform_base_lr(out.get('optimizer')))
     momentum_config = sched.momentum_config(momentum, loop, report)
     if lr_config is not None:
         out['lr_config'] = lr_config

@@ -13,7 +13,7 @@ from ..defaults import (BY_EPOCH_KEYS, MMCV_CHECKPOINT, RUNNER_LENGTH_KEY, RUNNE
                         runner_by_epoch)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmengine as sched
-from .paramwise import as_mmengine, mmengine_differs
+from .paramwise import as_mmengine, mmengine_differs, uniform_base_lr
 from .report import ConversionReport
 from .table import DISPLAY_ONLY_HOOKS, LOGGER_BACKENDS
 
@@ -37,9 +37,10 @@ def to_mmengine(cfg: Dict[str, Any]) -> Tuple[Dict[str, Any], ConversionReport]:
             out[key] = src.pop(key)
             report.exact(key, key)
     loop = _loop(src, out, report)
+    base_lr = uniform_base_lr(src.get('optimizer'))
     _data(src, out, report)
     _optim(src, out, report)
-    _schedules(src, out, loop, report)
+    _schedules(src, out, loop, report, base_lr)
     _evaluation(src, out, loop, report)
     _hooks(src, out, loop, report)
     _environment(src, out, report)
@@ -183,10 +184,10 @@ def _amp(fp16: Dict[str, Any], wrapper: Dict[str, Any], report: ConversionReport
 
 
 def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
-               report: ConversionReport) -> None:
+               report: ConversionReport, base_lr: Any) -> None:
     schedulers = []
     if src.get('lr_config') is not None:
-        schedulers += sched.lr_schedulers(src['lr_config'], loop, report)
+        schedulers += sched.lr_schedulers(src['lr_config'], loop, report, base_lr)
     if src.get('momentum_config') is not None:
         schedulers += sched.momentum_schedulers(src['momentum_config'], loop, report)
     src.pop('lr_config', None), src.pop('momentum_config', None)
