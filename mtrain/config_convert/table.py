@@ -34,8 +34,9 @@ KEY_MAP: List[Tuple[str, str, str]] = [
      "train_cfg=dict(type='IterBasedTrainLoop', max_iters=N)", ''),
     ('evaluation (interval, metric, save_best, rule)',
      'train_cfg.val_interval, val_cfg, val_evaluator, default_hooks.checkpoint.save_best',
-     "mmengine also validates after the last epoch/iteration; metric 'accuracy' is "
-     "`dict(type='Accuracy')`"),
+     "mmengine also validates after the last epoch/iteration; metric names map by the "
+     'metric table below; a metric class with a `metric` argument maps back onto the '
+     "dataset's own `evaluate(metric=...)`"),
     ('workflow=[(\'train\', 1)]', '(implicit)', "val phases (`('val', N)`) have no counterpart"),
     ('checkpoint_config', 'default_hooks.checkpoint', ''),
     ('log_config.interval', 'default_hooks.logger.interval', ''),
@@ -94,6 +95,22 @@ NO_COUNTERPART: Dict[str, str] = {
     'OneCycle momentum': "mmengine's OneCycle only schedules lr",
 }
 
+#: mmcv 1.x ``evaluation.metric`` name → (mmengine-era metric class, its argument, value).
+#: Accuracy is mmengine's (mtrain's classification datasets compute the same); the others
+#: are mmdet 3.x's / mmseg 1.x's classes for the metrics their 1.x datasets computed.
+EVALUATOR_OF_METRIC: Dict[str, Tuple[str, str, object]] = {
+    'accuracy': ('Accuracy', 'topk', 1), 'accuracy_top5': ('Accuracy', 'topk', 5),
+    'mAP': ('VOCMetric', 'metric', 'mAP'), 'recall': ('VOCMetric', 'metric', 'recall'),
+    'bbox': ('CocoMetric', 'metric', 'bbox'), 'segm': ('CocoMetric', 'metric', 'segm'),
+    'proposal': ('CocoMetric', 'metric', 'proposal'),
+    'proposal_fast': ('CocoMetric', 'metric', 'proposal_fast'),
+    'mIoU': ('IoUMetric', 'iou_metrics', 'mIoU'), 'mDice': ('IoUMetric', 'iou_metrics', 'mDice'),
+    'mFscore': ('IoUMetric', 'iou_metrics', 'mFscore'),
+}
+
+#: The argument of a metric class that names the 1.x metric (default ``metric``).
+METRIC_ARGUMENT: Dict[str, str] = {'IoUMetric': 'iou_metrics', 'Accuracy': 'topk'}
+
 #: mmcv logger hook → mmengine vis backend (mtrain's logger hooks carry mmcv's names).
 LOGGER_BACKENDS: Dict[str, str] = {
     'TextLoggerHook': 'LocalVisBackend', 'TensorboardLoggerHook': 'TensorboardVisBackend',
@@ -149,6 +166,9 @@ def mapping_markdown() -> str:
                           LR_POLICIES.items())]
     lines += ['', *_table(('mmcv `momentum_config` policy', 'mmengine momentum scheduler'),
                           MOMENTUM_POLICIES.items())]
+    lines += ['', *_table(('mmcv `evaluation.metric`', 'mmengine `val_evaluator`'), (
+        (name, f'{kind}({arg}={value!r})') for name, (kind, arg, value) in
+        EVALUATOR_OF_METRIC.items()))]
     lines += ['', *_table(('mmcv logger hook', 'mmengine vis backend'), LOGGER_BACKENDS.items())]
     lines += ['', *_table(('no counterpart', 'why'), NO_COUNTERPART.items())]
     return '\n'.join(lines) + '\n'

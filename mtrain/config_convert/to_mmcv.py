@@ -14,6 +14,7 @@ from ..defaults import (MMENGINE_CHECKPOINT, MMENGINE_DEFAULT_HOOKS, MMENGINE_LO
                         MMENGINE_LOOP_OF_BY_EPOCH, MMENGINE_LOOPS, RUNNER_LOOP)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmcv as sched
+from .evaluation import evaluator_to_metric, save_best_key
 from .paramwise import mmengine_differs, uniform_base_lr
 from .report import ConversionReport
 from .table import LOGGER_BACKENDS, UNSUPPORTED
@@ -203,14 +204,10 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     src.pop('test_evaluator', None)
     if evaluator is None or 'val' not in out.get('data', {}):
         return
-    evaluator = dict(evaluator) if isinstance(evaluator, dict) else dict(type='(list)')
-    metric = ['accuracy']
-    if evaluator.pop('type') != 'Accuracy':
-        report.lossy('val_evaluator', 'evaluation.metric', 'only Accuracy maps onto mtrain '
-                     "metrics; mtrain datasets evaluate themselves (metric='accuracy' kept)")
-    elif 5 in tuple(evaluator.get('topk', (1, ))):
-        metric.append('accuracy_top5')
-    evaluation = dict(interval=val['interval'], metric=metric if len(metric) > 1 else metric[0])
+    metric = evaluator_to_metric(evaluator, report)
+    evaluation: Dict[str, Any] = dict(interval=val['interval'])
+    if metric is not None:
+        evaluation['metric'] = metric if len(metric) > 1 else metric[0]
     if val['begin'] > 1:
         evaluation['start'] = val['begin']
         if val['begin'] % val['interval']:
@@ -222,7 +219,7 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     if not loop[0]:
         evaluation['by_epoch'] = False
     out['evaluation'] = evaluation
-    report.exact('train_cfg.val_interval, val_evaluator', 'evaluation')
+    report.exact('train_cfg.val_interval', 'evaluation.interval')
 
 
 def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
@@ -266,7 +263,9 @@ def _checkpoint(ckpt: Any, out: Dict[str, Any], loop: sched.Loop,
     given = {**MMENGINE_CHECKPOINT, **ckpt}
     for key in ('save_best', 'rule'):
         if key in ckpt and 'evaluation' in out:
-            out['evaluation'][key] = ckpt.pop(key)
+            value = ckpt.pop(key)
+            out['evaluation'][key] = save_best_key(value, 'mmcv') if key == 'save_best' and \
+                isinstance(value, str) and value != 'auto' else value
         elif key in ckpt:
             report.lossy(f'default_hooks.checkpoint.{key}', '(dropped)', 'no val_evaluator: '
                          'there is no metric to choose the best checkpoint by')

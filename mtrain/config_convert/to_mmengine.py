@@ -13,6 +13,7 @@ from ..defaults import (BY_EPOCH_KEYS, MMCV_CHECKPOINT, RUNNER_LENGTH_KEY, RUNNE
                         runner_by_epoch)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmengine as sched
+from .evaluation import metric_to_evaluator, save_best_key
 from .paramwise import as_mmengine, mmengine_differs, uniform_base_lr
 from .report import ConversionReport
 from .table import DISPLAY_ONLY_HOOKS, LOGGER_BACKENDS
@@ -194,9 +195,6 @@ def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     out['param_scheduler'] = schedulers
 
 
-_METRICS = {'accuracy': 1, 'accuracy_top5': 5}
-
-
 def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
                 report: ConversionReport) -> None:
     workflow = [tuple(w) for w in src.pop('workflow', [('train', 1)])]
@@ -223,21 +221,26 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     if loop[1] % interval:
         report.lossy('evaluation.interval', 'train_cfg.val_interval', 'mmengine also '
                      f'validates after the last step ({loop[1]}), mmcv does not')
-    metrics = evaluation.pop('metric', 'accuracy')
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-    if any(m not in _METRICS for m in metrics):
-        report.lossy('evaluation.metric', 'val_evaluator', f'{metrics}: only accuracy / '
-                     "accuracy_top5 map onto mmengine's Accuracy metric")
-    topk = tuple(sorted({_METRICS.get(m, 1) for m in metrics}))
+    evaluator = metric_to_evaluator(evaluation.pop('metric', 'accuracy'), report)
+    if evaluator is None:
+        for split in ('val', 'test'):
+            out.pop(f'{split}_dataloader', None)
+        out['train_cfg'].pop('val_interval', None), out['train_cfg'].pop('val_begin', None)
+        return
     out['val_cfg'] = dict(type='ValLoop')
-    out['val_evaluator'] = dict(type='Accuracy', topk=topk)
+    out['val_evaluator'] = evaluator
     for key in ('save_best', 'rule'):
         if key in evaluation:
-            out.setdefault('_checkpoint_extra', {})[key] = evaluation.pop(key)
+            value = evaluation.pop(key)
+            if key == 'save_best' and isinstance(value, str) and value != 'auto':
+                value = save_best_key(value, 'mmengine')
+            out.setdefault('_checkpoint_extra', {})[key] = value
             report.note(f'evaluation.{key}', f'default_hooks.checkpoint.{key}', 'metric names '
-                        "differ: mtrain 'accuracy', mmengine's Accuracy 'accuracy/top1'")
+                        "differ: mtrain 'accuracy' is mmengine's Accuracy 'accuracy/top1'; "
+                        'other classes prefix theirs (coco/bbox_mAP)')
     for key in evaluation:
-        report.lossy(f'evaluation.{key}', '(dropped)', 'not carried by ValLoop/Accuracy')
+        report.lossy(f'evaluation.{key}', '(dropped)', "an argument of the dataset's "
+                     'evaluate(); the metric class takes its own (val_evaluator)')
     report.exact('evaluation', 'train_cfg.val_interval, val_cfg, val_evaluator')
     if 'test_dataloader' in out:
         out['test_cfg'] = dict(type='TestLoop')
