@@ -138,9 +138,11 @@ def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
     begin, end = s.pop('begin', 0), s.pop('end', None)
     loop_by_epoch, length = loop
     run_end = length if by_epoch == loop_by_epoch else None
+    s.pop('verbose', None)
+    if begin != 0 and stype == 'CosineAnnealingLR' and run_end is not None:
+        return _flat_cosine(s, begin, end, run_end, by_epoch, report, key)
     if begin != 0:
         report.lossy(key, 'lr_config', f'begin={begin}: mmcv policies start at step 0')
-    s.pop('verbose', None)
     base = stype[:-len(kind)] if stype.endswith(kind) else stype
     builder = _BUILDERS.get(base)
     if kind == 'Momentum' and base not in ('Step', 'MultiStep', 'CosineAnnealing', 'Linear'):
@@ -191,6 +193,19 @@ def _cosine(s, end, run_end, report, key, name):
     else:
         report.exact(key, "policy='CosineAnnealing'")
     return dict(policy='CosineAnnealing', **_floor(s, name))
+
+
+def _flat_cosine(s, begin, end, run_end, by_epoch, report, key) -> dict:
+    """A cosine from ``begin`` to the run's end: mmcv's FlatCosineAnnealing, whose
+    ``round(start_percent * max)`` is ``begin`` for ``start_percent = begin / max``."""
+    if (end not in (None, run_end) and end < _INF_LIKE) or s.get('T_max', run_end - begin) != \
+            run_end - begin:
+        report.lossy(key, "policy='FlatCosineAnnealing'", f'begin={begin}: mmcv\'s flat-cosine '
+                     'anneals from begin to the run end (T_max = run length - begin)')
+    else:
+        report.exact(key, "policy='FlatCosineAnnealing' (start_percent = begin / run length)")
+    return dict(policy='FlatCosineAnnealing', start_percent=begin / run_end, **_floor(s, 'lr'),
+                by_epoch=by_epoch)
 
 
 def _poly(s, end, run_end, report, key, name):

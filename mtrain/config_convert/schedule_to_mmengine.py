@@ -50,7 +50,7 @@ def lr_schedulers(lr_config: Dict[str, Any], loop: Loop, report: ConversionRepor
     main = _lr_main(policy, cfg, by_epoch, loop, report)
     floor = cfg.get('min_lr') or cfg.get('min_lr_ratio')
     if warmup and (policy in ('OneCycle', 'CosineRestart') or
-                   (floor and policy in ('CosineAnnealing', 'Poly'))):
+                   (floor and policy in ('CosineAnnealing', 'Poly', 'FlatCosineAnnealing'))):
         report.lossy('lr_config.warmup', 'param_scheduler',
                      f'a warmup under {policy}' + (' with a floor' if floor else '') +
                      ': mmengine chains schedulers by updating the current lr, mmcv multiplies '
@@ -215,7 +215,22 @@ def _linear(cfg, by_epoch, loop, report, key, kind='LR', name='lr'):
     return [dict(type=f'Linear{kind}', start_factor=1.0, end_factor=ratio or 0., **span)]
 
 
-_LR_BUILDERS = {'Fixed': _fixed, 'Step': _step, 'Exp': _exp, 'Poly': _poly,
+def _flat_cosine(cfg, by_epoch, loop, report, key):
+    """mmcv: base until round(start_percent * max), then cosine over the rest. mmengine's
+    CosineAnnealingLR counts its own steps from ``begin``, so begin=start, T_max=max - start."""
+    span = _span(by_epoch, loop, report, key)
+    if span is None or 'end' not in span:
+        report.lossy(key, '(dropped)', 'FlatCosineAnnealing by iteration under an epoch '
+                     'runner: the cosine phase starts at a fraction of max_iters, which the '
+                     'config does not state')
+        return []
+    start = round(span['end'] * cfg.get('start_percent', 0.75))
+    report.exact(key, 'CosineAnnealingLR(begin=round(start_percent * max), T_max=max - begin)')
+    return [dict(type='CosineAnnealingLR', T_max=span['end'] - start, **_floor(cfg, 'lr'),
+                 by_epoch=span['by_epoch'], begin=start, end=span['end'])]
+
+
+_LR_BUILDERS = {'Fixed': _fixed, 'FlatCosineAnnealing': _flat_cosine, 'Step': _step, 'Exp': _exp, 'Poly': _poly,
                 'CosineAnnealing': _cosine, 'CosineRestart': _restart, 'OneCycle': _one_cycle,
                 'LinearAnnealing': _linear}
 

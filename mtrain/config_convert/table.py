@@ -66,6 +66,8 @@ LR_POLICIES: Dict[str, str] = {
     'CosineRestart': 'CosineRestartLR (with a floor: restart_weights r + w (1 - r), '
                      'r = min_lr / lr; impossible for an absolute min_lr with per-group lrs)',
     'OneCycle': 'OneCycleLR (by_epoch=False)',
+    'FlatCosineAnnealing': 'CosineAnnealingLR (begin=round(start_percent * max), '
+                           'T_max=max - begin: it counts its steps from begin)',
     'LinearAnnealing': 'LinearLR (start_factor=1)',
     "warmup='linear'": 'LinearLR (by_epoch=False, end=warmup_iters+1)',
     "warmup='constant'": 'ConstantLR (by_epoch=False, end=warmup_iters+1)',
@@ -86,8 +88,6 @@ MOMENTUM_POLICIES: Dict[str, str] = {
 NO_COUNTERPART: Dict[str, str] = {
     'Inv': "mmengine has no scheduler for lr = base * (1 + gamma * t) ** -power",
     'Cyclic': 'mmengine has no cyclic scheduler (OneCycleLR is a single cycle)',
-    'FlatCosineAnnealing': "mmengine's CosineAnnealingLR with begin > 0 anneals from the "
-                           'global step, not from the start of the cosine phase',
     'warmup_by_epoch': "an epoch-based LinearLR converted to iterations reaches full lr one "
                        "iteration earlier than mmcv's warmup over warmup_iters * epoch_length",
     'momentum warmup': "mmcv divides momentum by the warmup factor; no mmengine scheduler does",

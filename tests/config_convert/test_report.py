@@ -34,8 +34,6 @@ def test_schema_detection_and_mixed_configs():
     (dict(policy='Cyclic', target_ratio=(10, 1e-4)), "lr_config.policy='Cyclic'",
      'no cyclic scheduler'),
     (dict(policy='Inv', gamma=0.1, power=0.5), "lr_config.policy='Inv'", '(1 + gamma * t)'),
-    (dict(policy='FlatCosineAnnealing', min_lr=0.), "lr_config.policy='FlatCosineAnnealing'",
-     'global step'),
     (dict(policy='CosineAnnealing', min_lr=1e-3, warmup='linear', warmup_iters=10),
      'lr_config.warmup', 'a warmup under CosineAnnealing with a floor'),
     (dict(policy='step', step=[8], warmup='linear', warmup_iters=1, warmup_by_epoch=True),

@@ -39,11 +39,16 @@ def test_the_condition_in_the_reason_is_the_real_one(tmp_path):
     dict(policy='step', step=[2], warmup='exp', warmup_iters=10, warmup_ratio=0.01),
     dict(policy='CosineRestart', periods=[2, 2], restart_weights=[1, 0.5], min_lr=1e-3),
     dict(policy='CosineRestart', periods=[2, 2], restart_weights=[1, 0.5], min_lr_ratio=0.1),
+    dict(policy='FlatCosineAnnealing', start_percent=0.5, min_lr_ratio=0.05),
+    dict(policy='FlatCosineAnnealing', start_percent=0.3, min_lr=1e-3, by_epoch=False),
 ])
 def test_exact_translations_hold_in_both_directions(lr_config, tmp_path):
-    """Item 6: exp warmup = LinearLR(end=1) × ExponentialLR; restart weights r + w (1 - r)."""
-    mmcv = dict(optimizer=SGD, lr_config=lr_config,
-                runner=dict(type='EpochBasedRunner', max_epochs=4))
+    """Item 6: exp warmup = LinearLR(end=1) × ExponentialLR; restart weights r + w (1 - r);
+    flat-cosine = CosineAnnealingLR(begin=start), which counts its own steps from begin."""
+    runner = dict(type='EpochBasedRunner', max_epochs=4)
+    if lr_config.get('by_epoch') is False:
+        runner = dict(type='IterBasedRunner', max_iters=37)
+    mmcv = dict(optimizer=SGD, lr_config=lr_config, runner=runner)
     engine, report = to_mmengine(mmcv)
     assert not report.is_lossy, report.format()
     back, report = to_mmcv(engine)
