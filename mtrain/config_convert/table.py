@@ -25,9 +25,8 @@ KEY_MAP: List[Tuple[str, str, str]] = [
      "mmcv's default is a static 512, AmpOptimWrapper's 'dynamic': the scale is always "
      'written out'),
     ('lr_config (policy, warmup)', 'param_scheduler (LR schedulers)',
-     'see the policy table below'),
-    ('momentum_config (policy)', 'param_scheduler (momentum schedulers)',
-     'see the policy table below'),
+     ''),
+    ('momentum_config (policy)', 'param_scheduler (momentum schedulers)', ''),
     ('runner=dict(type=\'EpochBasedRunner\', max_epochs=N)',
      "train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=N)", 'also `total_epochs=N`'),
     ('runner=dict(type=\'IterBasedRunner\', max_iters=N)',
@@ -37,11 +36,13 @@ KEY_MAP: List[Tuple[str, str, str]] = [
      "mmengine also validates after the last epoch/iteration; metric names map by the "
      'metric table below; a metric class with a `metric` argument maps back onto the '
      "dataset's own `evaluate(metric=...)`"),
-    ('workflow=[(\'train\', 1)]', '(implicit)', "val phases (`('val', N)`) have no counterpart"),
-    ('checkpoint_config', 'default_hooks.checkpoint', ''),
+    ('workflow=[(\'train\', 1)]', '(implicit)', ''),
+    ('checkpoint_config', 'default_hooks.checkpoint',
+     "by_epoch written out both ways: mmcv's IterBasedRunner defaults it to False, mmengine's "
+     'CheckpointHook to True (in an iteration loop: one checkpoint, at the end)'),
     ('log_config.interval', 'default_hooks.logger.interval', ''),
-    ('log_config.hooks', 'visualizer.vis_backends', 'see the logger table below'),
-    ('custom_hooks', 'custom_hooks', 'passed through; mmcv\'s EMAHook differs from mmengine\'s'),
+    ('log_config.hooks', 'visualizer.vis_backends', ''),
+    ('custom_hooks', 'custom_hooks', ''),
     ('seed, deterministic', 'randomness.seed, randomness.deterministic', ''),
     ('dist_params', 'env_cfg.dist_cfg', ''),
     ('cudnn_benchmark', 'env_cfg.cudnn_benchmark', ''),
@@ -58,6 +59,24 @@ KEY_MAP: List[Tuple[str, str, str]] = [
     ('batch_processor, nan_policy, device, channels_last', '(none)', 'mtrain only'),
     ('(none)', 'strategy, runner_type=\'FlexibleRunner\'', 'an error: mtrain has no strategies'),
 ]
+
+#: The verdict of each :data:`KEY_MAP` row (by its mmcv column): exact, or when it is not.
+KEY_VERDICTS: Dict[str, str] = {
+    'optimizer (+ paramwise_cfg, constructor)': 'exact where both rule sets agree; see the '
+    'paramwise table',
+    'optimizer_config.grad_clip': 'exact (clipping by value: lossy)',
+    'lr_config (policy, warmup)': 'see the policy table',
+    'momentum_config (policy)': 'see the policy table',
+    'evaluation (interval, metric, save_best, rule)': 'exact for the metric table; a metric '
+    'only a dataset computes: lossy, named',
+    "workflow=[('train', 1)]": "val phases: impossible (mmengine's ValLoop computes metrics "
+    'only)',
+    'log_config.hooks': 'see the logger table',
+    'custom_hooks': "passed through; EMAHook: lossy (mmengine's has other arguments)",
+    'compile': 'note: what is compiled differs',
+    '(none)': 'no effect / error',
+    'batch_processor, nan_policy, device, channels_last': 'lossy: mtrain only',
+}
 
 #: mmcv LR policy → mmengine LR scheduler (``None``: no counterpart, see the reason).
 LR_POLICIES: Dict[str, str] = {
@@ -111,6 +130,21 @@ EVALUATOR_OF_METRIC: Dict[str, Tuple[str, str, object]] = {
 #: The argument of a metric class that names the 1.x metric (default ``metric``).
 METRIC_ARGUMENT: Dict[str, str] = {'IoUMetric': 'iou_metrics', 'Accuracy': 'topk'}
 
+#: Where mmcv's and mmengine's ``paramwise_cfg`` rules differ, and what each direction does
+#: (:mod:`.paramwise` decides; tests/config_convert/test_paramwise.py checks the numbers).
+PARAMWISE_DIFFERENCES: Dict[str, str] = {
+    'bias_decay_mult without norm_decay_mult': "mmengine gives it to norm biases too: to "
+    "mmengine exact (norm_decay_mult=1 written out); to mmcv exact in mtrain "
+    "(constructor='DefaultOptimWrapperConstructor'), mmcv 1.7.2 has no such rule",
+    'bias_decay_mult != dwconv_decay_mult': "mmengine's bias rule comes before the depth-wise "
+    'one: to mmengine lossy (no key says it); to mmcv exact in mtrain as above',
+    'flat_decay_mult': 'mmengine only: to mmcv exact in mtrain as above',
+    'custom_keys fields other than lr_mult/decay_mult': 'mmengine copies them into the group: '
+    'to mmcv exact in mtrain as above',
+    'frozen parameters': 'mmcv keeps them (base settings), mmengine leaves them out: the same '
+    'numbers while they stay frozen',
+}
+
 #: mmcv logger hook → mmengine vis backend (mtrain's logger hooks carry mmcv's names).
 LOGGER_BACKENDS: Dict[str, str] = {
     'TextLoggerHook': 'LocalVisBackend', 'TensorboardLoggerHook': 'TensorboardVisBackend',
@@ -161,7 +195,12 @@ def _table(header: Tuple[str, str], rows) -> List[str]:
 
 def mapping_markdown() -> str:
     """The mapping section of ``docs/config.md``, rendered from the tables above."""
-    lines = _table(('mmcv 1.x (mtrain)', 'mmengine'), KEY_MAP)
+    rows = [(left, right, f"**{KEY_VERDICTS.get(left, 'exact')}**" + (f'; {note}' if note
+                                                                         else ''))
+            for left, right, note in KEY_MAP]
+    lines = _table(('mmcv 1.x (mtrain)', 'mmengine'), rows)
+    lines += ['', *_table(('`paramwise_cfg` where the rules differ', 'conversion'),
+                          PARAMWISE_DIFFERENCES.items())]
     lines += ['', *_table(('mmcv `lr_config` policy', 'mmengine LR scheduler'),
                           LR_POLICIES.items())]
     lines += ['', *_table(('mmcv `momentum_config` policy', 'mmengine momentum scheduler'),
@@ -170,7 +209,7 @@ def mapping_markdown() -> str:
         (name, f'{kind}({arg}={value!r})') for name, (kind, arg, value) in
         EVALUATOR_OF_METRIC.items()))]
     lines += ['', *_table(('mmcv logger hook', 'mmengine vis backend'), LOGGER_BACKENDS.items())]
-    lines += ['', *_table(('no counterpart', 'why'), NO_COUNTERPART.items())]
+    lines += ['', *_table(('impossible (no counterpart)', 'why'), NO_COUNTERPART.items())]
     return '\n'.join(lines) + '\n'
 
 
