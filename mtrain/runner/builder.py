@@ -105,7 +105,9 @@ def build_test_loader(cfg: Config, seed: Optional[int] = None) -> Any:
 
 def _eval_hook(cfg: Config, seed: Optional[int]) -> EvalHook:
     """DistEvalHook in a distributed run, else EvalHook without DistEvalHook's own keys."""
-    eval_cfg = fill_runner_defaults(_runner_cfg(cfg)['type'],
+    runner_type = _runner_cfg(cfg)['type']
+    runner_cls = RUNNERS.get(runner_type) if isinstance(runner_type, str) else runner_type
+    eval_cfg = fill_runner_defaults(runner_cls or runner_type,
                                     dict(evaluation=dict(copy.deepcopy(cfg.evaluation))))
     eval_cfg = eval_cfg['evaluation']  # by_epoch from the runner type, as mmdet 2.x's
     if get_dist_info()[1] > 1:

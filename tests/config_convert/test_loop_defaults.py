@@ -6,8 +6,11 @@ import os
 import sys
 
 import pytest
-from convert_harness import _TOY, _one_thread
+from convert_harness import _TOY, CvToyData, EngineToyNet, _one_thread
 from mmengine.config import Config
+from mmengine.dataset import InfiniteSampler
+from mmengine.runner import Runner
+from torch.utils.data import DataLoader
 
 from mtrain.config import check_config
 from mtrain.config_convert import for_training, to_mmcv, to_mmengine
@@ -73,13 +76,8 @@ def test_mmengine_iteration_loop_checkpoints_as_mmengine(checkpoint, expected, t
     assert _checkpoints(tmp_path) == expected
 
 
-@pytest.mark.slow
 def test_mmengine_itself_writes_one_checkpoint_in_an_iteration_loop(tmp_path):
     """The reference for the test above: mmengine 0.10's Runner with its default hooks."""
-    from mmengine.runner import Runner
-    from convert_harness import CvToyData, EngineToyNet
-    from mmengine.dataset import InfiniteSampler
-    from torch.utils.data import DataLoader
     data = CvToyData()
     runner = Runner(model=EngineToyNet(), work_dir=str(tmp_path), experiment_name='ckpt',
                     train_dataloader=DataLoader(data, batch_size=8,
