@@ -122,7 +122,7 @@ def _one_update(model, step, batch, iteration, poisoned):
 @pytest.mark.parametrize('kind', ['sgd', 'adamw'])
 def test_the_device_side_skip_reads_nothing_back(toy_model, toy_loader, kind):
     step = OptimStep(grad_clip=dict(max_norm=1.0))
-    step.setup(_optimizer(kind, toy_model.parameters()), torch.device('cpu'), max_iters=6,
+    step.setup(_optimizer(kind, toy_model.parameters()), torch.device('cpu'), run_end=lambda: 6,
                model=toy_model)
     step.skip_nonfinite = True
     batches = list(itertools.islice(toy_loader, 6))
@@ -137,7 +137,7 @@ def test_the_device_side_skip_reads_nothing_back(toy_model, toy_loader, kind):
 def test_a_non_fused_optimizer_reads_the_verdict_at_each_update(toy_model, toy_loader):
     step = OptimStep()
     optimizer = torch.optim.SGD(toy_model.parameters(), lr=0.1, momentum=0.9)  # foreach
-    step.setup(optimizer, torch.device('cpu'), max_iters=3, model=toy_model)
+    step.setup(optimizer, torch.device('cpu'), run_end=lambda: 3, model=toy_model)
     step.skip_nonfinite = True
     batches = list(itertools.islice(toy_loader, 3))
     assert _one_update(toy_model, step, batches[0], 0, False).stepped
@@ -150,7 +150,7 @@ def test_a_non_fused_optimizer_reads_the_verdict_at_each_update(toy_model, toy_l
 
 def test_state_round_trip_keeps_unread_skips_and_a_half_window(toy_model, toy_loader):
     step = OptimStep(cumulative_iters=2)
-    step.setup(_optimizer('sgd', toy_model.parameters()), torch.device('cpu'), max_iters=8,
+    step.setup(_optimizer('sgd', toy_model.parameters()), torch.device('cpu'), run_end=lambda: 8,
                model=toy_model)
     step.skip_nonfinite = True
     batches = list(itertools.islice(toy_loader, 5))
@@ -170,7 +170,7 @@ def test_state_round_trip_keeps_unread_skips_and_a_half_window(toy_model, toy_lo
     model = type(toy_model)()
     other = OptimStep(cumulative_iters=2)
     other.load_state_dict(state)  # before setup, as a resume does
-    other.setup(_optimizer('sgd', model.parameters()), torch.device('cpu'), max_iters=8,
+    other.setup(_optimizer('sgd', model.parameters()), torch.device('cpu'), run_end=lambda: 8,
                 model=model)
     other.skip_nonfinite = True
     assert other.skipped_nonfinite == 1 and other.window_in_progress
