@@ -9,6 +9,7 @@ call ``step()``), so both runs use the same kernels on the same batches.
 
 import itertools
 import logging
+import math
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from torch.overrides import TorchFunctionMode
 
 from mtrain.datasets import build_dataloader
 from mtrain.hooks import (CheckpointHook, Fp16OptimizerHook, GradientCumulativeOptimizerHook,
-                          Hook, NanGuardHook)
+                          Hook, NanGuardHook, OptimizerHook)
 from mtrain.runner import IterBasedRunner
 from mtrain.step import OptimStep
 
@@ -233,3 +234,43 @@ def test_fp16_overflow_with_a_fused_optimizer_is_counted_on_the_device(toy_model
                           else [f'inf/NaN gradients at iteration {inf_at + 1}'])
         runs.append(runner)
     _assert_bitwise_equal(_state(runs[0]), _state(runs[1]))
+
+
+class Averages(Hook):
+    """The log buffer's averages every ``interval`` iterations (what a log line shows)."""
+
+    priority = 'LOWEST'
+
+    def __init__(self, interval):
+        self.interval, self.lines = interval, []
+
+    def after_train_iter(self, runner):
+        if (runner.iter + 1) % self.interval == 0:
+            runner.log_buffer.average()
+            self.lines.append(dict(runner.log_buffer.output))
+            runner.log_buffer.clear_output()
+
+
+@pytest.mark.parametrize('kind', ['sgd', 'adamw'])
+def test_device_and_host_skips_log_the_same_grad_norm(toy_dataset, toy_model, tmp_path, logger,
+                                                      kind):
+    # Issue 22 item 8: a skip decided on the device logged grad_norm: nan for its interval,
+    # the host-side skip the norm of the applied updates.
+    loader = _poisoned_loader(toy_dataset)
+    logged = []
+    for device_skip in (True, False):
+        model = type(toy_model)()
+        optimizer = _optimizer(kind, model.parameters())
+        if not device_skip:
+            optimizer._step_supports_amp_scaling = False
+        runner = IterBasedRunner(model, optimizer=optimizer, work_dir=str(tmp_path),
+                                 logger=logger, max_iters=16)
+        averages = Averages(4)
+        for hook in (OptimizerHook(grad_clip=dict(max_norm=1.0)), NanGuardHook(action='skip'),
+                     averages):
+            runner.register_hook(hook)
+        runner.run([loader], [('train', 1)])
+        logged.append([line['grad_norm'] for line in averages.lines])
+    device, host = logged
+    assert len(device) == 4 and all(math.isfinite(v) for v in device), device
+    assert device == pytest.approx(host, rel=1e-12)
