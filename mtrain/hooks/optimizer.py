@@ -45,7 +45,6 @@ class OptimizerHook(Hook):
     """
 
     priority = 'ABOVE_NORMAL'
-    _processor_backwards = False
     _settles_at_log_lines = False
 
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None,
@@ -90,8 +89,6 @@ class OptimizerHook(Hook):
             runner.batch_processor.autocast_dtype = step.amp_dtype
         step.setup(runner.optimizer, runner.device, runner.model.module, runner.logger,
                    run_end=lambda: run_end(runner))
-        # Read once: a processor written before the BatchProcessor base class may lack it.
-        self._processor_backwards = getattr(runner.batch_processor, 'does_backward', False)
         if step.cumulative_iters > 1:
             self._warn_about_accumulation(runner)
         if not self._settles_at_log_lines:  # (the buffer polls it at every log line)
@@ -104,7 +101,8 @@ class OptimizerHook(Hook):
 
     def after_train_iter(self, runner) -> None:
         step, it, hooked = self.optim_step, runner.iter, runner.hooked_stages
-        if not self._processor_backwards:
+        # (getattr: a processor written before the BatchProcessor base class may lack it)
+        if not getattr(runner.batch_processor, 'does_backward', False):
             if 'before_backward' in hooked:  # (a point no hook uses costs nothing)
                 runner.call_hook('before_backward')
             step.backward(runner.outputs['loss'], it)

@@ -10,6 +10,7 @@ import torch
 
 from mtrain.datasets import build_dataloader
 from mtrain.hooks import CheckpointHook, GradientCumulativeOptimizerHook, Hook, OptimizerHook
+from mtrain.runner import IterBasedRunner
 from mtrain.step import AccumulationWindow
 
 
@@ -122,3 +123,34 @@ def test_half_accumulated_grads_of_unfrozen_parameters_are_checkpointed(make_run
     resumed.run([toy_loader], [('train', 1)])
     for name, value in _weights(full).items():
         assert torch.equal(value, _weights(resumed)[name]), name
+
+
+class AddGroup(Hook):
+    """``fc1`` outside the optimizer (and frozen) until iteration ``at``, then a new param group."""
+
+    priority = 'HIGHEST'
+
+    def __init__(self, at):
+        self.at = at
+
+    def before_run(self, runner):
+        runner.model.module.fc1.requires_grad_(False)
+
+    def before_train_iter(self, runner):
+        if runner.iter == self.at:
+            fc1 = runner.model.module.fc1.requires_grad_(True)
+            runner.optimizer.add_param_group({'params': list(fc1.parameters()), 'lr': 1.0})
+
+
+def test_a_param_group_added_mid_run_is_clipped_and_stepped(toy_model, toy_loader, tmp_path,
+                                                           logger):
+    optimizer = torch.optim.SGD(toy_model.fc2.parameters(), lr=1.0)
+    runner = IterBasedRunner(toy_model, optimizer=optimizer, work_dir=str(tmp_path),
+                             logger=logger, max_iters=4)
+    sizes = UpdateSize()
+    for hook in (OptimizerHook(grad_clip=dict(max_norm=0.01)), AddGroup(at=2), sizes):
+        runner.register_hook(hook)
+    start = toy_model.fc1.weight.detach().clone()
+    runner.run([toy_loader], [('train', 1)])
+    assert not torch.equal(toy_model.fc1.weight, start)  # the new group was stepped
+    assert max(sizes.sizes) <= 0.01 * (1 + 1e-5), sizes.sizes
