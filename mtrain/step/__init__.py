@@ -9,7 +9,8 @@ surface they rely on (``torch_protocol``); ``OptimStep`` runs them in order.
 """
 
 from .amp import check_autocast_support, parse_dtype, parse_loss_scale
-from .optim_step import STEPPED, OptimStep, UpdateResult
+from .optim_step import OptimStep
+from .update import STEPPED, UpdateResult
 from .verdict import Verdict
 from .window import AccumulationWindow
 

@@ -22,7 +22,8 @@ class GradNormMeter:
         self._flags: List[Optional[torch.Tensor]] = []
         self._carried = (0.0, 0.0)  # (sum, count) restored from a checkpoint
 
-    def add(self, norm: torch.Tensor, weight: float, skipped: Optional[torch.Tensor] = None) -> None:
+    def add(self, norm: torch.Tensor, weight: float,
+            skipped: Optional[torch.Tensor] = None) -> None:
         """Record an update's norm; ``skipped`` (a device bool flag) drops it if True."""
         self._norms.append(norm.detach())
         self._weights.append(weight)

@@ -20,7 +20,6 @@ it and records ``result``. A skip decided on the device is learnt from
 :meth:`OptimStep.take_device_skips` at the next log line.
 """
 
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
@@ -31,33 +30,11 @@ from .amp import parse_dtype, parse_loss_scale
 from .grad_norm import GradNormMeter
 from .skip_counter import SkipCounter
 from .torch_protocol import supports_device_skip
-from .update import LossScaler, clip_grads, step_plain
-from .verdict import APPLIED, LossWatch, Verdict
+from .update import STEPPED, LossScaler, UpdateResult, clip_grads, step_plain
+from .verdict import APPLIED, LossWatch
 from .window import AccumulationWindow
 from .window_grads import (Grads, gather_window_grads, grads_for_this_rank, optimizer_params,
                            restore_window_grads, window_grads)
-
-
-@dataclass(frozen=True)
-class UpdateResult:
-    """What :meth:`OptimStep.update` did."""
-
-    verdict: Verdict  #: skipped or applied, known on the host or left on the device
-    grad_norm: Optional[torch.Tensor] = None  #: total norm before clipping (with grad_clip)
-    skipped_because: Optional[str] = None  #: why the host skipped the update
-
-    @property
-    def stepped(self) -> bool:
-        """Applied, as far as the host knows (a device skip is learnt at the next log line)."""
-        return self.verdict.skipped is not True
-
-    @property
-    def deferred(self) -> bool:
-        """The verdict is on the device: ``take_device_skips`` tells at the next read."""
-        return self.verdict.on_device
-
-
-STEPPED = UpdateResult(APPLIED)  #: the common result (applied, no norm), made once
 
 
 class OptimStep:
@@ -254,16 +231,8 @@ class OptimStep:
             state['scaler'] = self.scaler.state_dict()
         elif self._pending.get('scaler'):
             state['scaler'] = self._pending['scaler']
-        # The counts are read back here (a checkpoint is a sync point anyway). Skips decided
-        # on the device since the last log line are saved apart: the checkpoint's update
-        # count still includes them, and the resumed run corrects it at its first log line.
-        for key, counter in (('skipped_steps', self.overflow_skips),
-                             ('skipped_nonfinite', self.nonfinite_skips)):
-            count, unread = counter.value(), counter.unread()
-            if count:
-                state[key] = count
-            if unread:
-                state[f'{key}_unread'] = unread
+        self.overflow_skips.save(state, 'skipped_steps')
+        self.nonfinite_skips.save(state, 'skipped_nonfinite')
         state.update(self.grad_norms.state_dict())
         gathered, self._gathered = self._gathered, None
         grads = {} if self.optimizer is None else window_grads(self.optimizer, self.model)
@@ -275,9 +244,8 @@ class OptimStep:
         return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        for key, counter in (('skipped_steps', self.overflow_skips),
-                             ('skipped_nonfinite', self.nonfinite_skips)):
-            counter.set(state.get(key, 0), state.get(f'{key}_unread', 0))
+        self.overflow_skips.load(state, 'skipped_steps')
+        self.nonfinite_skips.load(state, 'skipped_nonfinite')
         self.grad_norms.load_state_dict(state)
         if self.optimizer is None:  # resumed before the run started: applied in setup
             self._pending = dict(state)

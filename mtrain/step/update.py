@@ -6,6 +6,7 @@ schedule, an unfreeze hook), a param group added, or an optimizer state
 loaded by a rollback are all seen at the next update.
 """
 
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -15,6 +16,28 @@ from torch.nn.utils import clip_grad_norm_
 from .torch_protocol import scaler_flag, step_unless_flagged, supports_device_skip
 from .verdict import APPLIED, SKIPPED, Verdict
 from .window_grads import optimizer_params
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What :meth:`OptimStep.update` did."""
+
+    verdict: Verdict  #: skipped or applied, known on the host or left on the device
+    grad_norm: Optional[torch.Tensor] = None  #: total norm before clipping (with grad_clip)
+    skipped_because: Optional[str] = None  #: why the host skipped the update
+
+    @property
+    def stepped(self) -> bool:
+        """Applied, as far as the host knows (a device skip is learnt at the next log line)."""
+        return self.verdict.skipped is not True
+
+    @property
+    def deferred(self) -> bool:
+        """The verdict is on the device: ``take_device_skips`` tells at the next read."""
+        return self.verdict.on_device
+
+
+STEPPED = UpdateResult(APPLIED)  #: the common result (applied, no norm), made once
 
 
 def params_with_grads(optimizer: torch.optim.Optimizer) -> List[nn.Parameter]:
@@ -30,7 +53,7 @@ def clip_grads(optimizer: torch.optim.Optimizer,
 
 
 def step_plain(optimizer: torch.optim.Optimizer, verdict: Verdict) -> None:
-    """``optimizer.step()`` unless the host verdict skips it; a device verdict goes to the kernels."""
+    """``optimizer.step()`` unless the host verdict skips it (a device one goes to the kernels)."""
     if verdict.on_device:
         step_unless_flagged(optimizer, verdict.flag)
     elif not verdict.skipped:
