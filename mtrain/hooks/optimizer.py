@@ -109,6 +109,7 @@ class OptimizerHook(Hook):
             if 'after_backward' in hooked:
                 runner.call_hook('after_backward')
         if step.ends_window(it):
+            step.optimizer = runner.optimizer  # (a hook may have replaced it)
             if step.scaler is not None:  # (nothing to unscale in full precision or bf16)
                 step.unscale_()
             if 'before_optimizer_step' in hooked:

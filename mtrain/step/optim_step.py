@@ -60,9 +60,11 @@ class OptimStep:
     run is always read back: fused SGD's momentum buffers are created
     uninitialised by a step skipped on the device.
 
-    Assumes nothing fixed for the run: the parameters, param groups and even
-    the optimizer object are read at each update, the run's end at each
-    iteration (``run_end``), the world size at each checkpoint.
+    Assumes nothing fixed for the run: the parameters and param groups are
+    read from ``optimizer`` at each update (the optimizer hook sets
+    ``optimizer`` to ``runner.optimizer`` before each, so even a replaced
+    optimizer is followed), the run's end at each iteration (``run_end``),
+    the world size at each checkpoint.
     """
 
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None, cumulative_iters: int = 1,

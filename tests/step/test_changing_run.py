@@ -154,3 +154,25 @@ def test_a_param_group_added_mid_run_is_clipped_and_stepped(toy_model, toy_loade
     runner.run([toy_loader], [('train', 1)])
     assert not torch.equal(toy_model.fc1.weight, start)  # the new group was stepped
     assert max(sizes.sizes) <= 0.01 * (1 + 1e-5), sizes.sizes
+
+
+class SwitchOptimizer(Hook):
+    """Replace ``runner.optimizer`` before iteration ``at`` (an optimizer-switching schedule)."""
+
+    priority = 'HIGHEST'
+
+    def __init__(self, at):
+        self.at = at
+
+    def before_train_iter(self, runner):
+        if runner.iter == self.at:
+            runner.optimizer = torch.optim.SGD(runner.model.module.parameters(), lr=0.0)
+
+
+def test_an_optimizer_replaced_mid_run_is_the_one_stepped(make_runner, toy_loader):
+    runner = make_runner(by_epoch=False, max_len=4, lr=0.1)
+    sizes = UpdateSize()
+    for hook in (OptimizerHook(grad_clip=dict(max_norm=1.0)), SwitchOptimizer(at=2), sizes):
+        runner.register_hook(hook)
+    runner.run([toy_loader], [('train', 1)])
+    assert sizes.sizes[0] > 0 and sizes.sizes[2:] == [0.0, 0.0]  # lr 0 from iteration 2 on
