@@ -1,0 +1,65 @@
+"""Side by side with mmcv 1.7.2 itself: init weights bit for bit, the init log, collate/scatter.
+
+Needs a Python with mmcv 1.7.2 (pure Python, ``MMCV_WITH_OPS=0``) and the same
+torch: ``MMCV_PYTHON=/path/to/python`` (default: ``/work/venv-mmcv/bin/python``
+when it exists); skipped with the reason otherwise.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow
+SCRIPT = os.path.join(os.path.dirname(__file__), 'mmcv_side_by_side.py')
+
+
+def _mmcv_python():
+    python = os.environ.get('MMCV_PYTHON', '/work/venv-mmcv/bin/python')
+    if not os.path.exists(python):
+        pytest.skip(f'no Python with mmcv 1.7.2 at {python} (set MMCV_PYTHON)')
+    probe = subprocess.run([python, '-c', 'import mmcv, torch; print(mmcv.__version__, '
+                            'torch.__version__)'], capture_output=True, text=True)
+    if probe.returncode or not probe.stdout.startswith('1.7.2 '):
+        pytest.skip(f'{python} has no mmcv 1.7.2: {probe.stdout or probe.stderr[-300:]}')
+    if probe.stdout.split()[1].split('+')[0] != torch.__version__.split('+')[0]:
+        pytest.skip(f'{python} has torch {probe.stdout.split()[1]}, this one {torch.__version__}')
+    return python
+
+
+def _run(python, lib, out, env=None):
+    result = subprocess.run([python, SCRIPT, lib, str(out)], capture_output=True, text=True,
+                            env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return torch.load(out / f'{lib}.pt', weights_only=False)
+
+
+def _assert_same(a, b, where='batch'):
+    assert type(a) is type(b), where
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _assert_same(a[k], b[k], f'{where}.{k}')
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _assert_same(x, y, f'{where}[{i}]')
+    else:
+        assert a == b, where
+
+
+def test_init_and_collate_match_mmcv_1_7_2(tmp_path):
+    mmcv_python = _mmcv_python()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    ours = _run(sys.executable, 'mtrain', tmp_path, env)
+    theirs = _run(mmcv_python, 'mmcv', tmp_path)
+    for phase in ('first', 'second'):  # second: a Pretrained child with a prefix
+        assert ours[phase].keys() == theirs[phase].keys()
+        for name, value in theirs[phase].items():
+            assert torch.equal(ours[phase][name], value), f'{phase}: {name}'
+    assert ours['log'] == theirs['log']
+    _assert_same(ours['batches'], theirs['batches'])
