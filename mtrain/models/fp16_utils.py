@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..utils.modules import module_device
+from ..utils.modules import module_device, wrap_fp16_model
 
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -145,12 +145,4 @@ def force_fp32(apply_to: Optional[Iterable] = None, out_fp16: bool = False) -> C
     return decorator
 
 
-def wrap_fp16_model(model: nn.Module) -> None:
-    """Set ``fp16_enabled = True`` on every module of ``model`` that has the attribute.
-
-    The model stays fp32 (autocast picks each op's precision), as mmcv 1.7.2
-    does on torch >= 1.6.
-    """
-    for m in model.modules():
-        if hasattr(m, 'fp16_enabled'):
-            m.fp16_enabled = True
+__all__ = ['auto_fp16', 'cast_tensor_type', 'force_fp32', 'wrap_fp16_model']

@@ -114,3 +114,38 @@ def test_cast_tensor_type_recurses_and_casts_only_the_source_dtype():
     out = cast_tensor_type(data, torch.float32, torch.float16)
     assert out['a'].dtype == torch.float16 and out['c'][0].dtype == torch.float16
     assert out['b'][0].dtype == torch.long and out['b'][1] == 'text'
+
+
+class DecoratedToy(BaseModule):
+    """The conftest toy model written the 1.x way: flag off, decorated forward and loss."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fp16_enabled = False
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 3)
+        self.seen = []
+
+    @auto_fp16(apply_to=('img', ))
+    def forward(self, img, gt_label):
+        self.seen.append(img.dtype)
+        return {'loss_cls': self.loss(self.fc2(torch.relu(self.fc1(img))), gt_label)}
+
+    @force_fp32(apply_to=('logits', ))
+    def loss(self, logits, gt_label):
+        self.seen.append(logits.dtype)
+        return nn.functional.cross_entropy(logits, gt_label)
+
+
+@pytest.mark.parametrize('dtype', ['float16', 'bfloat16'])
+def test_the_fp16_hook_switches_decorated_methods_on(make_runner, toy_dataset, dtype):
+    from mtrain.hooks import Fp16OptimizerHook
+    batch = {'img': toy_dataset.x[:16], 'gt_label': toy_dataset.y[:16]}
+    runner = make_runner(model=DecoratedToy(), by_epoch=False, max_len=1, lr=0.1)
+    runner.register_hook(Fp16OptimizerHook(dtype=dtype, loss_scale=None if dtype == 'bfloat16'
+                                           else 512.))
+    runner.run([[batch]], [('train', 1)])
+    half = getattr(torch, dtype)
+    assert runner.model.module.fp16_enabled
+    assert runner.model.module.seen == [half, torch.float32]  # forward in half, loss in fp32
