@@ -199,3 +199,11 @@ def test_training_on_containers_equals_training_on_plain_tensors(tmp_path, logge
     assert sorted(wrapped.indices) == sorted(list(range(64)) * 2)  # every sample's own meta
     for name, value in plain.state_dict().items():
         assert torch.equal(wrapped.state_dict()[name], value), name
+
+
+def test_num_samples_of_a_container_batch_counts_samples():
+    from mtrain.processors import batch_size
+    samples = [{'img': _img(2, 2), 'img_metas': DC({'i': i}, cpu_only=True)} for i in range(3)]
+    assert batch_size(collate(samples, 3)) == 3
+    assert batch_size({'img_metas': collate(samples, 3)['img_metas']}) == 3
+    assert batch_size({'gt': collate([DC(torch.ones(2))] * 5, 5)}) == 5
