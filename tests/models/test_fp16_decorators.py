@@ -149,3 +149,12 @@ def test_the_fp16_hook_switches_decorated_methods_on(make_runner, toy_dataset, d
     half = getattr(torch, dtype)
     assert runner.model.module.fp16_enabled
     assert runner.model.module.seen == [half, torch.float32]  # forward in half, loss in fp32
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
+def test_on_a_gpu_the_decorators_use_cudas_autocast():
+    head = Head().cuda()
+    wrap_fp16_model(head)
+    x = torch.randn(2, 4, device='cuda')
+    result = head(x, x)
+    assert result['out'].dtype == torch.float16 and result['loss']['mm'] == torch.float32

@@ -207,3 +207,18 @@ def test_num_samples_of_a_container_batch_counts_samples():
     assert batch_size(collate(samples, 3)) == 3
     assert batch_size({'img_metas': collate(samples, 3)['img_metas']}) == 3
     assert batch_size({'gt': collate([DC(torch.ones(2))] * 5, 5)}) == 5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
+def test_on_a_gpu_stacked_and_listed_tensors_move_and_metas_stay():
+    batch = collate([{'img': _img(2, 3), 'img_metas': DC({'i': i}, cpu_only=True),
+                      'gt': DC(torch.ones(i + 1))} for i in range(2)], 2)
+    inputs, kwargs = MMDataParallel(Recorder(), device_ids=[0]).scatter((batch, 'opt'), {}, [0])
+    data, opt = inputs[0]
+    assert kwargs == ({}, )
+    assert data['img'].device.type == 'cuda' and all(t.is_cuda for t in data['gt'])
+    assert data['img_metas'] == [{'i': 0}, {'i': 1}] and opt == 'opt'
+    model = MMDataParallel(Recorder(), device_ids=[0])
+    model.train_step({k: v for k, v in batch.items() if k != 'gt'}, None)
+    img, metas = model.module.seen[0]
+    assert img.is_cuda and metas == [{'i': 0}, {'i': 1}]
