@@ -15,12 +15,13 @@ import warnings
 import torch
 from torch import nn
 
-warnings.filterwarnings('ignore')
 LIB, OUT = sys.argv[1], sys.argv[2]
 if LIB == 'mmcv':
-    from mmcv.parallel import DataContainer as DC, collate, scatter_kwargs
-    from mmcv.runner import BaseModule, ModuleList, Sequential, save_checkpoint
-    from mmcv.utils import get_logger
+    with warnings.catch_warnings():  # (mmcv 1.7.2 announces mmcv 2.0 on import)
+        warnings.simplefilter('ignore')
+        from mmcv.parallel import DataContainer as DC, collate, scatter_kwargs
+        from mmcv.runner import BaseModule, ModuleList, Sequential, save_checkpoint
+        from mmcv.utils import get_logger
     logger = get_logger('mmcv')
 else:
     from mtrain.parallel import DataContainer as DC, collate, scatter_kwargs

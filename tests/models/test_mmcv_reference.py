@@ -6,6 +6,7 @@ when it exists); skipped with the reason otherwise.
 """
 
 import os
+import runpy
 import subprocess
 import sys
 
@@ -29,11 +30,20 @@ def _mmcv_python():
     return python
 
 
-def _run(python, lib, out, env=None):
-    result = subprocess.run([python, SCRIPT, lib, str(out)], capture_output=True, text=True,
-                            env=env)
+def _run_mmcv(python, out):
+    result = subprocess.run([python, SCRIPT, 'mmcv', str(out)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
-    return torch.load(out / f'{lib}.pt', weights_only=False)
+    return torch.load(out / 'mmcv.pt', weights_only=False)
+
+
+def _run_mtrain(out, monkeypatch):
+    monkeypatch.setattr(sys, 'argv', [SCRIPT, 'mtrain', str(out)])
+    torch_state = torch.get_rng_state()
+    try:
+        runpy.run_path(SCRIPT, run_name='side_by_side')
+    finally:
+        torch.set_rng_state(torch_state)
+    return torch.load(out / 'mtrain.pt', weights_only=False)
 
 
 def _assert_same(a, b, where='batch'):
@@ -52,11 +62,9 @@ def _assert_same(a, b, where='batch'):
         assert a == b, where
 
 
-def test_init_and_collate_match_mmcv_1_7_2(tmp_path):
-    mmcv_python = _mmcv_python()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    ours = _run(sys.executable, 'mtrain', tmp_path, env)
-    theirs = _run(mmcv_python, 'mmcv', tmp_path)
+def test_init_and_collate_match_mmcv_1_7_2(tmp_path, monkeypatch):
+    theirs = _run_mmcv(_mmcv_python(), tmp_path)
+    ours = _run_mtrain(tmp_path, monkeypatch)
     for phase in ('first', 'second'):  # second: a Pretrained child with a prefix
         assert ours[phase].keys() == theirs[phase].keys()
         for name, value in theirs[phase].items():
