@@ -4,7 +4,7 @@
 GPU (``[-1]``: the CPU), with
 
 - a tensor split along ``dim`` into one chunk per GPU, each moved there
-  (on the CPU: left where it is, made contiguous);
+  (on the CPU: left as it is);
 - a :class:`~mtrain.utils.data_container.DataContainer` unpacked: its
   per-chunk entries (stacked tensors, or lists of tensors) moved to their GPU,
   a ``cpu_only`` container's lists of values left as they are;
@@ -25,14 +25,13 @@ from ..utils.modules import module_device
 
 
 def _to_device(tensor: Tensor, gpu: int) -> Tensor:
-    tensor = tensor.contiguous()
+    # (mmcv also made it contiguous, for its copy kernels: same values; mtrain keeps the
+    # memory format, e.g. channels_last)
     return tensor if gpu == -1 else tensor.to(torch.device('cuda', gpu), non_blocking=True)
 
 
 def _split(tensor: Tensor, target_gpus: Sequence[int], dim: int) -> tuple:
     """One chunk of ``tensor`` per GPU (fewer when it has fewer rows), each on its GPU."""
-    if list(target_gpus) == [-1]:
-        return (tensor.contiguous(), )
     if len(target_gpus) == 1:
         return (_to_device(tensor, target_gpus[0]), )
     return tuple(_to_device(chunk, gpu)
