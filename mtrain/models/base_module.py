@@ -23,11 +23,15 @@ What ``init_weights`` does, as mmcv 1.7.2:
    logged as "Initialized by user-defined `init_weights` in <Child>".
    A second call only warns.
 3. The top-level call writes "<name> - <shape>: <how it was initialised>"
-   for every parameter to the log file of the ``mtrain`` logger (or logs it
-   when it has no file), on rank 0, then removes ``_params_init_info``.
+   for every parameter to the log file of the run's logger (or logs it when
+   it has no file), on rank 0, then removes ``_params_init_info``. The
+   logger is mmcv's choice, the first one ``get_logger`` set up (a 1.x
+   codebase's root logger, e.g. ``mmcls``), else the ``mtrain`` logger.
 """
 
 import copy
+import logging
+import sys
 import warnings
 from abc import ABCMeta
 from collections import defaultdict
@@ -90,7 +94,7 @@ class BaseModule(nn.Module, metaclass=ABCMeta):
     def _init_self_and_children(self) -> bool:
         """Returns False when a ``Pretrained`` rule ends the initialisation here."""
         if self.init_cfg:
-            get_logger().info(f'initialize {type(self).__name__} with init_cfg {self.init_cfg}')
+            _init_logger().info(f'initialize {type(self).__name__} with init_cfg {self.init_cfg}')
             initialize(self, self.init_cfg)
             if isinstance(self.init_cfg, dict) and self.init_cfg['type'] == 'Pretrained':
                 return False
@@ -105,7 +109,7 @@ class BaseModule(nn.Module, metaclass=ABCMeta):
     @master_only
     def _dump_init_info(self) -> None:
         """How each parameter was initialised, into the log file (or the log)."""
-        logger = get_logger()
+        logger = _init_logger()
         lines = [f'\n{name} - {param.shape}: \n{self._params_init_info[param]["init_info"]} \n'
                  for name, param in self.named_parameters()]
         files = [h for h in logger.handlers if isinstance(h, FileHandler)]
@@ -120,6 +124,18 @@ class BaseModule(nn.Module, metaclass=ABCMeta):
     def __repr__(self) -> str:
         text = super().__repr__()
         return f'{text}\ninit_cfg={self.init_cfg}' if self.init_cfg else text
+
+
+def _init_logger() -> logging.Logger:
+    """The first logger set up by ``get_logger`` (mmcv's or mtrain's registry of them), else mtrain's.
+
+    Looked up in modules already loaded only: mmcv is never imported for it.
+    """
+    for module in ('mtrain.utils.logging', 'mmcv.utils.logging'):
+        initialized = getattr(sys.modules.get(module), 'logger_initialized', None)
+        if initialized:
+            return logging.getLogger(next(iter(initialized)))
+    return get_logger()
 
 
 class Sequential(BaseModule, nn.Sequential):

@@ -8,6 +8,7 @@ calls in that order (and against mmcv itself in test_mmcv_reference.py).
 """
 
 import logging
+import sys
 import warnings
 from abc import abstractmethod
 
@@ -166,3 +167,21 @@ def test_no_warning_on_first_call():
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         Net().init_weights()
+
+
+def test_init_log_goes_to_the_first_logger_get_logger_set_up(tmp_path, monkeypatch):
+    """mmcv's rule: a 1.x codebase's root logger (made first) gets the init log in its file."""
+    import types
+    fake = types.ModuleType('mmcv.utils.logging')
+    fake.logger_initialized = {'codebase_root': True}
+    monkeypatch.setitem(sys.modules, 'mmcv.utils.logging', fake)
+    codebase = logging.getLogger('codebase_root')
+    handler = logging.FileHandler(tmp_path / 'run.log')
+    codebase.addHandler(handler)
+    try:
+        Net(init_cfg=dict(type='Constant', val=1, layer='Linear')).init_weights()
+    finally:
+        codebase.removeHandler(handler)
+        handler.close()
+    text = (tmp_path / 'run.log').read_text()
+    assert 'head.weight - torch.Size([2, 2]): \nConstantInit: val=1, bias=0' in text
