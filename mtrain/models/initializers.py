@@ -19,6 +19,7 @@ module) with ``@INITIALIZERS.register_module(name='MyInit')``.
 """
 
 import copy
+import sys
 from typing import Callable, Dict, List, Optional, Union
 
 from torch import nn
@@ -222,14 +223,25 @@ class PretrainedInit:
 def build_initializer(cfg: Dict) -> Callable[[nn.Module], None]:
     """The initializer ``cfg['type']`` names, built with the other keys.
 
-    An unknown type is a ``ConfigError`` naming the closest registered names; a
-    bad argument raises the initializer's own ``TypeError`` (as under mmcv).
+    Looked up in ``INITIALIZERS``, then, when a 1.x codebase has loaded
+    mmcv's own ``mmcv.cnn``, in mmcv's registry (where such a codebase
+    registers its own initializers). An unknown type is a ``ConfigError``
+    naming the closest registered names; a bad argument raises the
+    initializer's own ``TypeError`` (as under mmcv).
     """
     args = dict(cfg)
     init_type = args.pop('type')
-    init_cls = lookup(init_type, INITIALIZERS, 'init_cfg') if isinstance(init_type, str) \
-        else init_type
+    init_cls = _find(init_type) if isinstance(init_type, str) else init_type
     return init_cls(**args)
+
+
+def _find(init_type: str) -> type:
+    INITIALIZERS.import_from_location()
+    found = INITIALIZERS.get(init_type)
+    mmcv_registry = getattr(sys.modules.get('mmcv.cnn.utils.weight_init'), 'INITIALIZERS', None)
+    if found is None and mmcv_registry is not None:
+        found = mmcv_registry.get(init_type)
+    return found if found is not None else lookup(init_type, INITIALIZERS, 'init_cfg')
 
 
 def _initialize(module: nn.Module, cfg: Dict, wholemodule: bool = False) -> None:

@@ -5,6 +5,7 @@ it, with the same seed: equal tensors mean the same RNG draws.
 """
 
 import math
+import sys
 
 import pytest
 import torch
@@ -159,3 +160,24 @@ def test_own_initializer_registered_by_name():
     net = FooNet()
     initialize(net, dict(type='test_Ones'))
     assert all(torch.all(p == 1) for p in net.parameters())
+
+
+def test_an_initializer_registered_in_mmcvs_own_registry_is_found(monkeypatch):
+    """A 1.x codebase registers its initializers in mmcv.cnn's INITIALIZERS (when mmcv is loaded)."""
+    import types
+
+    from mmengine.registry import Registry
+    mmcv_initializers = Registry('mmcv initializer')
+
+    @mmcv_initializers.register_module(name='test_Twos')
+    class Twos:
+        def __call__(self, module):
+            for p in module.parameters():
+                nn.init.constant_(p, 2.0)
+
+    fake = types.ModuleType('mmcv.cnn.utils.weight_init')
+    fake.INITIALIZERS = mmcv_initializers
+    monkeypatch.setitem(sys.modules, 'mmcv.cnn.utils.weight_init', fake)
+    net = FooNet()
+    initialize(net, dict(type='test_Twos'))
+    assert all(torch.all(p == 2) for p in net.parameters())
