@@ -26,7 +26,7 @@ _PARALLEL = ('MMDataParallel', 'MMDistributedDataParallel', 'ModelWrapper',
              'MTDistributedDataParallel', 'is_module_wrapper', 'DataContainer', 'collate',
              'scatter', 'scatter_kwargs')
 _MODULES = ('BaseModule', 'Sequential', 'ModuleList', 'ModuleDict')
-_FP16 = ('auto_fp16', 'force_fp32', 'wrap_fp16_model')
+_FP16 = ('auto_fp16', 'force_fp32', 'wrap_fp16_model', 'LossScaler')
 _REGISTRY = ('HOOKS', 'RUNNERS', 'OPTIMIZERS', 'OPTIMIZER_CONSTRUCTORS', 'MODEL_WRAPPERS',
              'MODELS', 'DATASETS', 'INITIALIZERS')
 _UTILS = ('get_dist_info', 'init_dist', 'master_only', 'get_priority', 'Priority',

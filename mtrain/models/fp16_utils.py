@@ -34,7 +34,7 @@ precision too; ``force_fp32`` also casts bf16 inputs.
 import functools
 from collections import abc
 from inspect import getfullargspec
-from typing import Any, Callable, Iterable, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -145,4 +145,68 @@ def force_fp32(apply_to: Optional[Iterable] = None, out_fp16: bool = False) -> C
     return decorator
 
 
-__all__ = ['auto_fp16', 'cast_tensor_type', 'force_fp32', 'wrap_fp16_model']
+class LossScaler:
+    """mmcv 1.x's manual loss scaler (its fp16 hook's before torch 1.6), for code that uses it.
+
+    mtrain's fp16 hook scales with ``torch.amp.GradScaler``; this class keeps
+    mmcv's arithmetic for 1.x code that drives it by hand. ``'dynamic'``: an
+    overflow divides the scale by ``scale_factor`` (never below 1); every
+    ``scale_window`` iterations after the last overflow multiply it by
+    ``scale_factor``. ``'static'``: the scale never changes and overflow is
+    never reported.
+
+    Args:
+        init_scale: the first scale.
+        mode: ``'dynamic'`` or ``'static'``.
+        scale_factor: what the scale is divided or multiplied by.
+        scale_window: overflow-free iterations before the scale grows.
+    """
+
+    def __init__(self, init_scale: float = 2**32, mode: str = 'dynamic',
+                 scale_factor: float = 2., scale_window: int = 1000) -> None:
+        assert mode in ('dynamic', 'static'), 'mode can only be dynamic or static'
+        self.cur_scale = init_scale
+        self.cur_iter = 0
+        self.mode = mode
+        self.last_overflow_iter = -1
+        self.scale_factor = scale_factor
+        self.scale_window = scale_window
+
+    def has_overflow(self, params: List[nn.Parameter]) -> bool:
+        """Whether any gradient holds an inf or NaN (always False in static mode)."""
+        if self.mode != 'dynamic':
+            return False
+        return any(p.grad is not None and self._has_inf_or_nan(p.grad.data) for p in params)
+
+    @staticmethod
+    def _has_inf_or_nan(x: torch.Tensor) -> bool:
+        total = float(x.float().sum())
+        return total in (float('inf'), -float('inf')) or total != total
+
+    def update_scale(self, overflow: bool) -> None:
+        """Count one iteration; shrink the scale after an overflow, grow it after a quiet window."""
+        if self.mode != 'dynamic':
+            return
+        if overflow:
+            self.cur_scale = max(self.cur_scale / self.scale_factor, 1)
+            self.last_overflow_iter = self.cur_iter
+        elif (self.cur_iter - self.last_overflow_iter) % self.scale_window == 0:
+            self.cur_scale *= self.scale_factor
+        self.cur_iter += 1
+
+    def state_dict(self) -> Dict[str, Any]:
+        return dict(cur_scale=self.cur_scale, cur_iter=self.cur_iter, mode=self.mode,
+                    last_overflow_iter=self.last_overflow_iter,
+                    scale_factor=self.scale_factor, scale_window=self.scale_window)
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        for key in ('cur_scale', 'cur_iter', 'mode', 'last_overflow_iter', 'scale_factor',
+                    'scale_window'):
+            setattr(self, key, state_dict[key])
+
+    @property
+    def loss_scale(self) -> float:
+        return self.cur_scale
+
+
+__all__ = ['LossScaler', 'auto_fp16', 'cast_tensor_type', 'force_fp32', 'wrap_fp16_model']

@@ -158,3 +158,26 @@ def test_on_a_gpu_the_decorators_use_cudas_autocast():
     x = torch.randn(2, 4, device='cuda')
     result = head(x, x)
     assert result['out'].dtype == torch.float16 and result['loss']['mm'] == torch.float32
+
+
+def test_loss_scaler_keeps_mmcvs_arithmetic():
+    from mtrain.runner import LossScaler
+    scaler = LossScaler(init_scale=16., scale_factor=2., scale_window=2)
+    scales = []
+    for overflow in (False, False, True, False, False):
+        scaler.update_scale(overflow)
+        scales.append(scaler.loss_scale)
+    assert scales == [16., 32., 16., 16., 32.]  # grows every 2 quiet iterations after the last overflow
+    floor = LossScaler(init_scale=1.)
+    floor.update_scale(True)
+    assert floor.loss_scale == 1
+    p = nn.Parameter(torch.ones(2))
+    p.grad = torch.tensor([1.0, float('inf')])
+    assert scaler.has_overflow([p]) and not LossScaler(mode='static').has_overflow([p])
+    p.grad = torch.ones(2)
+    assert not scaler.has_overflow([p])
+    restored = LossScaler()
+    restored.load_state_dict(scaler.state_dict())
+    assert restored.state_dict() == scaler.state_dict() == dict(
+        cur_scale=32., cur_iter=5, mode='dynamic', last_overflow_iter=2, scale_factor=2.,
+        scale_window=2)
