@@ -22,6 +22,7 @@ from torch import nn
 
 from ..registry import HOOKS
 from ..step import STEPPED, OptimStep, UpdateResult, check_autocast_support
+from ..utils.modules import wrap_fp16_model
 from .hook import Hook
 
 
@@ -87,6 +88,7 @@ class OptimizerHook(Hook):
                                 f'attribute (a BatchProcessor subclass); '
                                 f'{type(runner.batch_processor).__name__} has none')
             runner.batch_processor.autocast_dtype = step.amp_dtype
+            wrap_fp16_model(runner.model)  # mmcv's: @auto_fp16/@force_fp32 methods switch on
         step.setup(runner.optimizer, runner.device, runner.model.module, runner.logger,
                    run_end=lambda: run_end(runner))
         if step.cumulative_iters > 1:

@@ -30,7 +30,7 @@ from .amp import parse_dtype, parse_loss_scale
 from .grad_norm import GradNormMeter
 from .skip_counter import SkipCounter
 from .torch_protocol import supports_device_skip
-from .update import STEPPED, LossScaler, UpdateResult, clip_grads, step_plain
+from .update import STEPPED, ScaledStep, UpdateResult, clip_grads, step_plain
 from .verdict import APPLIED, LossWatch
 from .window import AccumulationWindow
 from .window_grads import (Grads, gather_window_grads, grads_for_this_rank, optimizer_params,
@@ -76,7 +76,7 @@ class OptimStep:
         self.grad_clip = grad_clip
         self.window = AccumulationWindow(cumulative_iters)
         self.amp_dtype = None if amp_dtype is None else parse_dtype(amp_dtype)
-        self.loss_scaler = None if loss_scale is None else LossScaler(
+        self.scaled_step = None if loss_scale is None else ScaledStep(
             *parse_loss_scale(loss_scale))
         self.detect_anomalous_params = detect_anomalous_params
         self.skip_nonfinite = False
@@ -98,12 +98,12 @@ class OptimStep:
 
     @property
     def scaler(self) -> Optional[torch.amp.GradScaler]:
-        return None if self.loss_scaler is None else self.loss_scaler.scaler
+        return None if self.scaled_step is None else self.scaled_step.scaler
 
     @property
     def can_skip(self) -> bool:
         """Whether an update may be skipped (then ``grad_norm`` goes through ``grad_norms``)."""
-        return self.skip_nonfinite or self.loss_scaler is not None
+        return self.skip_nonfinite or self.scaled_step is not None
 
     # -- the run -------------------------------------------------------------
     def setup(self, optimizer: torch.optim.Optimizer, device: torch.device,
@@ -120,16 +120,16 @@ class OptimStep:
         first = next(optimizer_params(optimizer), None)
         for counter in (self.overflow_skips, self.nonfinite_skips):
             counter.place(device if first is None else first.device)
-        if self.loss_scaler is not None:
-            self.loss_scaler.start(device)
+        if self.scaled_step is not None:
+            self.scaled_step.start(device)
         optimizer.zero_grad(set_to_none=True)
         pending, self._pending = self._pending, {}
         if pending:
             self.load_state_dict(pending)
 
     def teardown(self) -> None:
-        if self.loss_scaler is not None:
-            self.loss_scaler.stop()
+        if self.scaled_step is not None:
+            self.scaled_step.stop()
 
     # -- skip counts ---------------------------------------------------------
     @property
@@ -175,24 +175,24 @@ class OptimStep:
         """Back-propagate ``loss`` ÷ the window length, times the loss scale."""
         if self.detect_anomalous_params:
             log_unused_parameters(loss, self.model, self.logger)
-        if self.skip_nonfinite and self.loss_scaler is None:
+        if self.skip_nonfinite and self.scaled_step is None:
             self.losses.observe(loss)  # stays on the device; decided at the update
         if self.window.length != 1:
             loss = loss / self.loss_divisor(iteration)
-        if self.loss_scaler is not None:
-            loss = self.loss_scaler.scaler.scale(loss)
+        if self.scaled_step is not None:
+            loss = self.scaled_step.scaler.scale(loss)
         loss.backward()
 
     def unscale_(self) -> None:
         """Divide the gradients by the loss scale (nothing to do without one)."""
-        if self.loss_scaler is not None:
-            self.loss_scaler.scaler.unscale_(self.optimizer)
+        if self.scaled_step is not None:
+            self.scaled_step.scaler.unscale_(self.optimizer)
 
     def update(self) -> UpdateResult:
         """Verdict on the losses → clip → step (through the scaler) → zero_grad."""
         optimizer = self.optimizer
         verdict = APPLIED
-        if self.skip_nonfinite and self.loss_scaler is None:
+        if self.skip_nonfinite and self.scaled_step is None:
             verdict = self.losses.verdict(on_device=self._applied
                                           and supports_device_skip(optimizer))
             if verdict.skipped:
@@ -200,8 +200,8 @@ class OptimStep:
                 self.nonfinite_skips.add_known()
                 return UpdateResult(verdict, None, 'the loss was not finite')
         grad_norm = clip_grads(optimizer, self.grad_clip) if self.grad_clip is not None else None
-        if self.loss_scaler is not None:
-            verdict, counter = self.loss_scaler.step(optimizer), self.overflow_skips
+        if self.scaled_step is not None:
+            verdict, counter = self.scaled_step.step(optimizer), self.overflow_skips
         else:
             step_plain(optimizer, verdict)
             counter = self.nonfinite_skips

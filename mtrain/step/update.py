@@ -60,7 +60,7 @@ def step_plain(optimizer: torch.optim.Optimizer, verdict: Verdict) -> None:
         optimizer.step()
 
 
-class LossScaler:
+class ScaledStep:
     """``torch.amp.GradScaler`` around the step, telling whether it skipped it.
 
     GradScaler skips ``optimizer.step()`` on inf/NaN gradients and says so
