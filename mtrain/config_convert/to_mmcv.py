@@ -252,6 +252,16 @@ def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
         report.note(f'default_hooks.{name}', 'custom_hooks', 'registered as a custom hook')
 
 
+#: mmengine ``CheckpointHook`` arguments mtrain's has no counterpart for, and why.
+_ENGINE_ONLY_CHECKPOINT = {
+    'save_begin': 'mtrain saves from the first interval on',
+    'published_keys': 'mtrain publishes no stripped checkpoint copy',
+    'greater_keys': "mtrain's save_best rule is 'greater' or 'less', not per-key lists",
+    'less_keys': "mtrain's save_best rule is 'greater' or 'less', not per-key lists",
+    'backend_args': 'mtrain writes to the local file system',
+}
+
+
 def _checkpoint(ckpt: Any, out: Dict[str, Any], loop: sched.Loop,
                 report: ConversionReport) -> None:
     """mmengine's ``CheckpointHook`` (its own defaults: by epoch) → ``checkpoint_config``."""
@@ -261,6 +271,13 @@ def _checkpoint(ckpt: Any, out: Dict[str, Any], loop: sched.Loop,
     ckpt.pop('type', None)
     ckpt.setdefault('by_epoch', MMENGINE_CHECKPOINT['by_epoch'])  # mtrain's runner would differ
     given = {**MMENGINE_CHECKPOINT, **ckpt}
+    if ckpt.pop('save_param_scheduler', True) is False:
+        report.lossy('default_hooks.checkpoint.save_param_scheduler', '(dropped)', 'mtrain '
+                     "always saves the schedulers' state with the checkpoint")
+    for key in [k for k in _ENGINE_ONLY_CHECKPOINT if k in ckpt]:
+        ckpt.pop(key)
+        report.lossy(f'default_hooks.checkpoint.{key}', '(dropped)',
+                     _ENGINE_ONLY_CHECKPOINT[key])
     for key in ('save_best', 'rule'):
         if key in ckpt and 'evaluation' in out:
             value = ckpt.pop(key)

@@ -130,3 +130,15 @@ def test_defaults_do_not_change_the_source_config():
     before = copy.deepcopy(MMDET_270K)
     to_mmengine(MMDET_270K)
     assert MMDET_270K == before
+
+
+def test_mmengine_only_checkpoint_arguments_are_reported_not_passed_on():
+    engine = dict(optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1)),
+                  train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=3),
+                  default_hooks=dict(checkpoint=dict(
+                      type='CheckpointHook', interval=1, save_begin=2, published_keys=['meta'],
+                      save_param_scheduler=True, max_keep_ckpts=2)))
+    converted, report = to_mmcv(engine)
+    assert converted['checkpoint_config'] == dict(interval=1, max_keep_ckpts=2, by_epoch=True)
+    assert {e.source for e in report.lossy_entries} == {
+        'default_hooks.checkpoint.save_begin', 'default_hooks.checkpoint.published_keys'}
