@@ -10,7 +10,8 @@ Adam-style optimizers), and the ``paramwise_cfg`` rule that decided them
 ``flat`` (mmengine's rules), ``frozen``, ``duplicate`` or ``default``). Any
 constructor the config names is used as training uses it: a subclass that
 overrides ``add_params`` shows ``<Class>.add_params`` for the groups it made
-itself, and a constructor with its own ``__call__`` shows its name. The values are those the optimizer
+itself, and a constructor with its own ``__call__`` shows its name. The values are
+those the optimizer
 starts with; an LR schedule scales them during training (warmup starts at
 ``warmup_ratio`` times them). Parameters with equal settings share one param
 group, so the group column repeats.

@@ -230,7 +230,8 @@ def _flat_cosine(cfg, by_epoch, loop, report, key):
                  by_epoch=span['by_epoch'], begin=start, end=span['end'])]
 
 
-_LR_BUILDERS = {'Fixed': _fixed, 'FlatCosineAnnealing': _flat_cosine, 'Step': _step, 'Exp': _exp, 'Poly': _poly,
+_LR_BUILDERS = {'Fixed': _fixed, 'FlatCosineAnnealing': _flat_cosine, 'Step': _step,
+                'Exp': _exp, 'Poly': _poly,
                 'CosineAnnealing': _cosine, 'CosineRestart': _restart, 'OneCycle': _one_cycle,
                 'LinearAnnealing': _linear}
 

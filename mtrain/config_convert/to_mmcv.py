@@ -70,7 +70,8 @@ def _loop(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) ->
     if other or length_key not in train:
         found = f'train_cfg.{other[0]} is set, but ' if other else ''
         raise ConfigError(f'{found}{kind} needs train_cfg.{length_key}; set '
-                          f'train_cfg.{length_key}=N', key=f'train_cfg.{other[0] if other else length_key}')
+                          f'train_cfg.{length_key}=N',
+                          key=f'train_cfg.{other[0] if other else length_key}')
     out['_val'] = dict(interval=train.pop('val_interval', loop_defaults['val_interval']),
                        begin=train.pop('val_begin', loop_defaults['val_begin']))
     runner_type = {v: k for k, v in RUNNER_LOOP.items()}[kind]

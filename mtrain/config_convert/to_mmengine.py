@@ -9,8 +9,8 @@ mmengine counterparts; whatever is left is a helper variable (``data_root``,
 import copy
 from typing import Any, Dict, Tuple
 
-from ..defaults import (BY_EPOCH_KEYS, MMCV_CHECKPOINT, RUNNER_LENGTH_KEY, RUNNER_LOOP, fill_runner_defaults,
-                        runner_by_epoch)
+from ..defaults import (BY_EPOCH_KEYS, MMCV_CHECKPOINT, RUNNER_LENGTH_KEY, RUNNER_LOOP,
+                        fill_runner_defaults, runner_by_epoch)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmengine as sched
 from .evaluation import metric_to_evaluator, save_best_key

@@ -1,4 +1,4 @@
-"""add_params is the override point of DefaultOptimizerConstructor, as in mmcv 1.7.2 (issues 21, 24).
+"""add_params is DefaultOptimizerConstructor's override point, as in mmcv 1.7.2 (issues 21, 24).
 
 The constructors below are written the way 1.x-era codebases wrote theirs
 (mmseg 0.x / BEiT layer-wise lr decay, a ConvNeXt-style per-parameter one, and

@@ -27,14 +27,17 @@ def test_iter_runner_checkpoints_logs_and_decays_by_iteration(make_runner, toy_l
 
 def test_explicit_by_epoch_and_hook_objects_are_kept():
     hook = OptimizerHook()
-    cfgs = with_runner_defaults('IterBasedRunner', lr_config=dict(policy='step', step=[1], by_epoch=True),
-                               checkpoint_config=hook, log_config=dict(
-                                   interval=5, hooks=[dict(type='TextLoggerHook', by_epoch=True)]),
-                               momentum_config=None)
+    cfgs = with_runner_defaults('IterBasedRunner',
+                                lr_config=dict(policy='step', step=[1], by_epoch=True),
+                                checkpoint_config=hook, log_config=dict(
+                                    interval=5,
+                                    hooks=[dict(type='TextLoggerHook', by_epoch=True)]),
+                                momentum_config=None)
     assert cfgs['lr_config']['by_epoch'] is True and cfgs['checkpoint_config'] is hook
     assert cfgs['log_config']['hooks'][0]['by_epoch'] is True and cfgs['momentum_config'] is None
     torch_lr = dict(type='TorchLrUpdaterHook', scheduler=dict(type='StepLR', step_size=2))
-    assert with_runner_defaults('IterBasedRunner', lr_config=torch_lr)['lr_config'] == torch_lr  # no by_epoch arg
+    # TorchLrUpdaterHook has no by_epoch argument: nothing is added
+    assert with_runner_defaults('IterBasedRunner', lr_config=torch_lr)['lr_config'] == torch_lr
 
 
 def test_iter_runner_with_torch_policy_trains(make_runner, toy_loader):
