@@ -164,7 +164,7 @@ def _skip(batches: Iterator, count: int, loader: Any) -> Iterator:
     sampler_iter = getattr(batches, '_sampler_iter', None)  # torch's single-process iterator
     by_index = (sampler_iter is not None and getattr(loader, 'num_workers', 1) == 0
                 and not isinstance(getattr(loader, 'dataset', None), IterableDataset))
-    for done in range(count):
+    for _ in range(count):
         try:
             next(sampler_iter) if by_index else next(batches)
         except StopIteration:
@@ -189,19 +189,23 @@ def _describe(loader: Any) -> str:
     return f'the train loader ({what}' + (f', {type(sampler).__name__})' if sampler else ')')
 
 
-def _inexact(loader: Any, start: Optional[Dict[str, Any]]) -> List[Note]:
+def _unrecorded(loader: Any) -> List[Note]:
+    """A checkpoint without the pass's note: only mtrain's and sequential samplers are exact."""
+    if hasattr(getattr(loader, 'sampler', None), 'set_start_sample') or _sequential(loader):
+        return []
+    return [(logging.WARNING, f'{_describe(loader)}: the checkpoint does not say what ordered its '
+             'pass (written by mmcv or an older mtrain), so the rest of the pass may hold other '
+             'samples than the interrupted run would have seen')]
+
+
+def _inexact(loader: Any, start: Dict[str, Any]) -> List[Note]:
     """One line for each way the resumed pass will differ from the checkpointed one."""
-    name = _describe(loader)
-    if start is None:
-        return [(logging.WARNING, f'{name}: the checkpoint does not say what ordered its pass '
-                 '(written by mmcv or an older mtrain), so the rest of the pass may hold other '
-                 'samples than the interrupted run would have seen')]
-    notes = []
+    name, notes = _describe(loader), []
     if isinstance(getattr(loader, 'dataset', None), IterableDataset):
         notes.append((logging.WARNING, f'{name} reads an IterableDataset: the consumed batches are '
                       'read again and dropped, and the rest of the pass is the same only if the '
                       "dataset's stream depends on nothing but the RNG state at the pass start"))
-    for part_name, part in _parts(loader)[1:]:
+    for _, part in _parts(loader)[1:]:
         streams = [k for k, v in vars(part).items() if hasattr(v, '__next__')] \
             if hasattr(part, '__dict__') else []
         if streams and not start.get('first', False):
@@ -235,30 +239,31 @@ def begin_pass(loader: Any, epoch: int, start: int = 0, saved: Optional[Geometry
     batch_size, world_size = getattr(loader, 'batch_size', None), get_dist_info()[1]
     per_batch = (batch_size or 1) * world_size
     workers_running = bool(data and data.get('workers_running'))
-    resumed = data.get('pass_start') if data and data.get('epoch') == epoch else None
     if start == 0:
         record = pass_start(loader, workers_running)
         return _iterate(loader, record['fresh']), DataPass(epoch, 0, 0, per_batch, record), []
     old_world, old_batch = saved or (world_size, batch_size)
-    position = data['samples'] if resumed is not None else start * (old_batch or 1) * old_world
+    resumed = data.get('pass_start') if data and data.get('epoch') == epoch else None
+    if resumed is None:  # the pass continues from the run's RNG state as it is now
+        record, notes = pass_start(loader, workers_running), _unrecorded(loader)
+        position = start * (old_batch or 1) * old_world
+    else:
+        record, notes, position = resumed, _inexact(loader, resumed), data['samples']
+    by_sample = hasattr(getattr(loader, 'sampler', None), 'set_start_sample') and batch_size
+    if not by_sample and (old_world, old_batch) != (world_size, batch_size):
+        notes.append((logging.WARNING, _geometry_note(old_world, old_batch, world_size,
+                                                      batch_size, start)))
     run_rng = get_rng_state(devices=False)
-    record = resumed or pass_start(loader, workers_running)
-    sampler = getattr(loader, 'sampler', None)
-    exact_order = hasattr(sampler, 'set_start_sample') or _sequential(loader)
-    notes = [] if resumed is None and exact_order else _inexact(loader, resumed)
-    if resumed is not None:
-        _restore(loader, resumed)
     try:
-        if hasattr(sampler, 'set_start_sample') and batch_size is not None:
-            sampler.set_start_sample(position)  # mtrain's sampler: exact on any geometry
-            index, sample = position // per_batch, position
+        if resumed is not None:
+            _restore(loader, resumed)
+        if by_sample:  # mtrain's sampler: continues at the exact sample on any geometry
+            loader.sampler.set_start_sample(position)
             batches = _iterate(loader, record['fresh'])
+            index, sample = position // per_batch, position
         else:
-            if (old_world, old_batch) != (world_size, batch_size):
-                notes.append((logging.WARNING, _geometry_note(old_world, old_batch, world_size,
-                                                              batch_size, start)))
-            index, sample = start, start * per_batch
             batches = _skip(_iterate(loader, record['fresh']), start, loader)
+            index, sample = start, start * per_batch
     finally:
         set_rng_state(run_rng)  # the training's own stream continues as checkpointed
     return batches, DataPass(epoch, index, sample, per_batch, record), notes

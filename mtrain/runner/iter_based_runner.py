@@ -70,7 +70,7 @@ class IterBasedRunner(BaseRunner):
         self.model.train()
         self.mode = 'train'
         self.data_loader = data_loader
-        self._epoch = data_loader.epoch  # before the batch, as mmcv: a new pass counts from the next
+        self._epoch = data_loader.epoch  # read before the batch, as mmcv (a new pass shows next)
         batch = next(data_loader)
         if data_loader.resume_notes:
             for level, note in data_loader.resume_notes:

@@ -8,9 +8,10 @@ host transfer for all keys, and takes the weighted means on the host
 mmcv's history (``val_history`` / ``n_history``, what ``average(n)`` of mmcv
 1.7.2 averages over, emptied by ``clear``). Memory is bounded: the history
 keeps each key's latest ``max_pending`` values, and a key that nobody averages
-is folded into one entry every ``max_pending`` updates. A hook that must see every value of a key (the NaN
-guard, every loss) ``watch``-es it instead of keeping its own copies: it is
-shown the values as they leave, at ``average`` already read back to the host.
+is folded into one entry every ``max_pending`` updates. A hook that must see
+every value of a key (the NaN guard, every loss) ``watch``-es it instead of
+keeping its own copies: it is shown the values as they leave, at an average
+already read back to the host.
 """
 
 import math
