@@ -7,6 +7,9 @@ batch processor × processes (2**7 = 128 combinations), each killed after an ite
 write (``kill_hook.py``). Compared: the last checkpoint's weights, optimizer, hook states
 and progress, the best checkpoints (names and weights) and the ``*.log.json`` val lines.
 
+At the end: rows for loaders the user builds (``user_loader_job.py``, always run) and a
+second resume after a geometry change.
+
 CI runs a seeded sample of ``SAMPLE`` combinations (the seed is in each test id; set
 ``MTRAIN_MATRIX_SEED`` to repeat one). The whole matrix, about 7 minutes on 2 cores::
 
