@@ -35,10 +35,11 @@ class IterBasedRunner(BaseRunner):
         self.logger.info(f'Start running, work_dir: {self.work_dir}, workflow: {workflow}, '
                          f'max: {self._max_iters} iters')
         self.call_hook('before_run')
-        loaders = [IterLoader(loader, self._epoch, self._start_inner_iter, self._resume_geometry)
-                   if mode == 'train' else IterLoader(loader)
+        resumed = (self._epoch, self._start_inner_iter, self._resume_geometry,
+                   getattr(self, '_resume_data', None))
+        loaders = [IterLoader(loader, *resumed) if mode == 'train' else IterLoader(loader)
                    for (mode, _), loader in zip(workflow, data_loaders)]
-        self._start_inner_iter = 0
+        self._start_inner_iter, self._resume_data = 0, None
         try:
             self.call_hook('before_epoch')
             while self._iter < self._max_iters and not self.should_stop:
@@ -57,11 +58,13 @@ class IterBasedRunner(BaseRunner):
         self.model.train()
         self.mode = 'train'
         self.data_loader = data_loader
+        self._epoch = data_loader.epoch  # read before the batch, as mmcv (a new pass shows next)
         batch = next(data_loader)
-        if data_loader.resume_note:
-            self.logger.warning(data_loader.resume_note)
-            data_loader.resume_note = None
-        self._epoch = data_loader.epoch
+        if data_loader.resume_notes:
+            for level, note in data_loader.resume_notes:
+                self.logger.log(level, note)
+            data_loader.resume_notes.clear()
+        self._data_pass = data_loader.data_pass
         self._samples_per_gpu = data_loader.batch_size
         self.data_batch = batch
         self.call_hook('before_train_iter')
