@@ -28,7 +28,7 @@ import os
 import os.path as osp
 import sys
 import types
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, List, Optional, Set
 
 from .mmcv_names import DECIDED_LATE, MMCV_OWN, PACKAGE_ALL, ROUTED
 
@@ -207,21 +207,3 @@ def enable(route: bool = True) -> None:
     _mmcv_dir()
     _finder = MMCVRouteFinder(route)
     sys.meta_path.insert(0, _finder)
-
-
-def enabled() -> bool:
-    """Whether :func:`enable` routed mmcv's runner side in this process."""
-    return _finder is not None and _finder.route
-
-
-def routed_names() -> Dict[str, List[str]]:
-    """For each routed package, its mmcv 1.7.2 names and where they resolve (for reports)."""
-    table = {}
-    for package, names in PACKAGE_ALL.items():
-        module = importlib.import_module(package)
-        table[package] = [f'{n} -> {_where(getattr(module, n))}' for n in names]
-    return table
-
-
-def _where(obj: Any) -> str:
-    return f"{getattr(obj, '__module__', None) or type(obj).__module__}"

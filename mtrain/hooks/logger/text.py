@@ -99,14 +99,7 @@ class TextLoggerHook(LoggerHook):
         if self._json_file is None:
             return
         rounded = OrderedDict((k, _round(v)) for k, v in record.items())
-        self._json_file.write(json.dumps(rounded, default=_json_value) + '\n')
-
-
-def _json_value(value: Any) -> Any:
-    """numpy scalars and arrays as numbers and lists (as mmcv's json dump); else text."""
-    if type(value).__module__ == 'numpy':
-        return value.tolist()  # a numpy scalar's tolist() is its Python number
-    return str(value)
+        self._json_file.write(json.dumps(rounded, default=str) + '\n')
 
 
 def _round(value: Any) -> Any:
