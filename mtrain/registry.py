@@ -44,6 +44,8 @@ MODEL_WRAPPERS = _registry('model wrapper', MME_MODEL_WRAPPERS, 'mtrain.parallel
 # mmcv 1.x's runner constructors (``build_runner(cfg.runner)`` with a ``constructor`` key):
 # a registry of mmcv's class, as 1.x code hangs its own under it.
 RUNNER_BUILDERS = MMCVRegistry('runner builder', scope='mtrain')
+# mmcv 1.x's init_cfg initializers ('Kaiming', 'Pretrained', ...): BaseModule.init_weights
+INITIALIZERS = _registry('initializer', None, 'mtrain.models.initializers')
 # torchvision's model builders, named 'torchvision.<builder>' (mmengine's scope
 # syntax): filled on the first such lookup, so torchvision is imported only
 # when a config names one of its models.
