@@ -30,7 +30,7 @@ import sys
 import types
 from typing import Any, List, Optional, Set
 
-from .mmcv_names import DECIDED_LATE, MMCV_OWN, PACKAGE_ALL, ROUTED
+from .mmcv_names import MMCV_OWN, PACKAGE_ALL, ROUTED
 
 ROUTED_PACKAGES = ('mmcv.runner', 'mmcv.parallel', 'mmcv.engine')
 ROUTED_MODULES = ('mmcv.utils.registry', )
@@ -78,8 +78,8 @@ class RoutedModule(types.ModuleType):
 
 def resolve(module: str, name: str) -> Any:
     """The object ``module.name`` means under the route (see :mod:`.mmcv_names`)."""
-    if name in ROUTED or name in DECIDED_LATE:
-        home, attr = ROUTED[name] if name in ROUTED else DECIDED_LATE[name](name)
+    if name in ROUTED:
+        home, attr = ROUTED[name]
         return getattr(importlib.import_module(home), attr)
     import mtrain
     try:

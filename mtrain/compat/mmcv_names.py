@@ -8,8 +8,8 @@ this order, to:
 2. mtrain's own name (``mtrain.EpochBasedRunner``, ``mtrain.HOOKS``, ...);
 3. for a submodule, the same name in mmcv's own file of that submodule, and for
    a package, :data:`MMCV_OWN`: mmcv's own implementation, loaded from its
-   file with its relative imports routed (so ``fp16_utils`` finds mtrain's
-   ``allreduce_grads``). These are the names mtrain does not have (yet);
+   file with its relative imports routed (so ``checkpoint.py`` finds mtrain's
+   ``get_dist_info``). These are the names mtrain does not have;
    ``python -m mtrain.compat.run --list-mmcv-own`` prints the ones a run used.
 """
 
@@ -48,11 +48,13 @@ PACKAGE_ALL: Dict[str, Tuple[str, ...]] = {
 
 _ENGINE = ('collect_results_cpu', 'collect_results_gpu', 'multi_gpu_test', 'single_gpu_test')
 _RUNNER_BUILDER = ('build_runner', 'build_runner_constructor', 'DefaultRunnerConstructor')
+_RUNNER_UTILS = ('get_host_info', 'get_time_str', 'obj_from_dict')
 
 #: name -> (module, attribute) where ``mtrain.<name>`` is not the right one.
 ROUTED: Dict[str, Tuple[str, str]] = {
     **{n: ('mtrain.evaluation', n) for n in _ENGINE},
     **{n: ('mtrain.compat.runner_builder', n) for n in _RUNNER_BUILDER},
+    **{n: ('mtrain.compat.runner_utils', n) for n in _RUNNER_UTILS},
     'RUNNER_BUILDERS': ('mtrain.registry', 'RUNNER_BUILDERS'),
     'Registry': ('mtrain.compat.registry', 'Registry'),
     'build_from_cfg': ('mtrain.compat.registry', 'build_from_cfg'),
@@ -60,29 +62,8 @@ ROUTED: Dict[str, Tuple[str, str]] = {
     'annealing_linear': ('mtrain.hooks.schedules.formulas', 'annealing_linear'),
 }
 
-def wrapper_home(name: str) -> Tuple[str, str]:
-    """mtrain's wrapper once mtrain unpacks DataContainers itself, else the interim one."""
-    import mtrain
-    if hasattr(mtrain, 'scatter_kwargs'):
-        return 'mtrain', name
-    return 'mtrain.compat.interim_wrappers', name
-
-
-#: Names whose home is decided when first asked (see :func:`wrapper_home`).
-DECIDED_LATE = {'MMDataParallel': wrapper_home, 'MMDistributedDataParallel': wrapper_home}
-
 #: Package-level names mtrain does not have: mmcv's file that defines each.
 MMCV_OWN: Dict[str, str] = {
-    **{n: 'mmcv.runner.base_module' for n in ('BaseModule', 'Sequential', 'ModuleList',
-                                              'ModuleDict')},
-    **{n: 'mmcv.runner.fp16_utils' for n in ('auto_fp16', 'force_fp32', 'wrap_fp16_model',
-                                             'LossScaler')},
-    **{n: 'mmcv.runner.utils' for n in ('get_host_info', 'get_time_str', 'obj_from_dict')},
+    # imported by 1.x backbones for its URL schemes, which mtrain leaves out
     'CheckpointLoader': 'mmcv.runner.checkpoint',
-    'PaviLoggerHook': 'mmcv.runner.hooks.logger.pavi',
-    'SegmindLoggerHook': 'mmcv.runner.hooks.logger.segmind',
-    'DataContainer': 'mmcv.parallel.data_container',
-    'collate': 'mmcv.parallel.collate',
-    'scatter': 'mmcv.parallel.scatter_gather',
-    'scatter_kwargs': 'mmcv.parallel.scatter_gather',
 }

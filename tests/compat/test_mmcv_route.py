@@ -190,3 +190,18 @@ def test_build_runner_follows_mmcv_with_a_constructor_extension_point(toy_model,
         DefaultRunnerConstructor(['EpochBasedRunner'])
     with pytest.raises(KeyError, match='EpochBasedRuner is not in the runner registry'):
         build_runner(dict(type='EpochBasedRuner', max_epochs=1), default_args)
+
+
+def test_runner_utils_helpers_behave_as_mmcvs():
+    import re
+    import torch
+    from mtrain.compat.runner_utils import get_host_info, get_time_str, obj_from_dict
+    assert re.fullmatch(r'\d{8}_\d{6}', get_time_str()) and '@' in get_host_info()
+    param = torch.nn.Parameter(torch.zeros(2))
+    sgd = obj_from_dict(dict(type='SGD', lr=0.1), torch.optim, dict(params=[param]))
+    assert isinstance(sgd, torch.optim.SGD) and sgd.param_groups[0]['lr'] == 0.1
+    assert obj_from_dict(dict(type=dict, a=1)) == {'a': 1}
+    with pytest.raises(AssertionError):
+        obj_from_dict(dict(lr=0.1), torch.optim)
+    with pytest.raises(TypeError, match='type must be a str or valid type'):
+        obj_from_dict(dict(type=3))
