@@ -59,7 +59,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     runner = BaseRunner(build(cfg.model, MODELS, 'model').to(device), logger=logger)
     runner.load_checkpoint(args.checkpoint, strict=True, trusted=args.trust_checkpoint)
     options = parse_cfg_options(args.eval_options)
-    metric = args.metrics or (cfg.get('evaluation') or {}).get('metric')
+    metric = args.metrics or options.get('metric') or (cfg.get('evaluation') or {}).get('metric')
     if metric is not None and not args.format_only:
         options['metric'] = metric
     try:
