@@ -52,7 +52,11 @@ class LoggerHook(Hook):
                 break
 
     def before_epoch(self, runner) -> None:
-        runner.log_buffer.clear()  # values of the last epoch's partial interval
+        # The values of the last epoch's partial interval go; but an epoch resumed
+        # mid-way keeps the checkpoint's pending values, so its first line averages
+        # the same iterations as the uninterrupted run's.
+        if not getattr(runner, '_start_inner_iter', 0):
+            runner.log_buffer.clear()
 
     def after_train_iter(self, runner) -> None:
         inner = runner.inner_iter
