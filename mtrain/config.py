@@ -65,7 +65,8 @@ def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Conf
         raise ConfigError(f'Python syntax error at line {e.lineno}: {e.msg}',
                           filename=path if e.filename in (None, '<unknown>') else e.filename) from e
     except Exception as e:  # mmengine raises bare Exception/KeyError for several cases
-        raise ConfigError(f'cannot read the config: {type(e).__name__}: {e}',
+        where, found = _where_it_failed(e)  # e.g. a custom_imports module failing at import
+        raise ConfigError(f'cannot read the config: {where if found else _plain(e)}',
                           filename=path) from e
     for old_root in base_values(path, 'data_root'):  # a child config's data_root moves
         rebase_data_root(cfg.get('data'), old_root, cfg.get('data_root'))  # the base's paths
@@ -122,6 +123,10 @@ def _import_error(e: ImportError, path: str) -> ConfigError:
                        key='custom_imports', filename=path)
 
 
+def _plain(error: BaseException) -> str:
+    return f'{type(error).__name__}: {error}'
+
+
 def _where_it_failed(error: BaseException) -> Tuple[str, bool]:
     """``file.py, line 3: from mmcv import X -> ModuleNotFoundError: ...``, and whether a line was found."""
     what = f'{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ""}'
@@ -132,7 +137,11 @@ def _where_it_failed(error: BaseException) -> Tuple[str, bool]:
               and '/importlib/' not in f.filename and f.filename != __file__]
     if not frames:  # the module itself was not found: nothing of the user's ran
         return what, False
-    last = frames[-1]
+    # The user's line: the last frame outside mtrain, installed packages and the stdlib.
+    libraries = (osp.dirname(__file__) + os.sep, osp.dirname(os.__file__) + os.sep)
+    own = [f for f in frames if not f.filename.startswith(libraries)
+           and 'site-packages' not in f.filename]
+    last = (own or frames)[-1]
     return f'{last.filename}, line {last.lineno}: {(last.line or "").strip()} -> {what}', True
 
 

@@ -212,12 +212,12 @@ def test_mlflow_with_its_own_defaults_and_a_run_resumed_mid_epoch(train, tmp_pat
     for name in ('MLFLOW_TRACKING_URI', 'MLFLOW_ALLOW_FILE_STORE', 'MLFLOW_REGISTRY_URI'):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
-    hook = dict(type='MlflowLoggerHook', log_model=False)
+    hook = dict(type='MlflowLoggerHook', exp_name='digits', log_model=False)
     lines = _train_and_resume(train, str(tmp_path / 'work'), hook, resume_from='iter_3.pth')
     assert osp.isfile(tmp_path / 'mlflow.db')
     from mlflow.tracking import MlflowClient
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    [run] = client.search_runs(['0'])  # MLflow's Default experiment
+    [run] = client.search_runs([client.get_experiment_by_name('digits').experiment_id])
     logged = {tag: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, tag)]
               for tag in run.data.metrics}
     _check(logged, lines)

@@ -151,14 +151,18 @@ def test_a_workflow_tuple_says_to_write_a_list(tmp_path):
     assert 'key `workflow`' in message and "workflow = [('train', 1)]" in message
 
 
-def test_custom_imports_show_the_line_that_failed(tmp_path, monkeypatch):
-    (tmp_path / 'leftover_mmcv.py').write_text('import os\nfrom torch.nn import Linearr\n')
+@pytest.mark.parametrize('module, line, expected', [
+    ('leftover_mmcv', 'from torch.nn import Linearr', "ImportError: cannot import name 'Linearr'"),
+    # Not an ImportError (e.g. print_log with a logger it does not take): the user's line too.
+    ('setup_hooks', "TABLE = dict(a=1)['b']", 'KeyError'),
+])
+def test_custom_imports_show_the_line_that_failed(tmp_path, monkeypatch, module, line, expected):
+    (tmp_path / f'{module}.py').write_text(f'import os\n{line}\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     config = tmp_path / 'imports.py'
-    config.write_text(f"_base_ = ['{DIGITS}']\ncustom_imports = dict(imports=['leftover_mmcv'])\n")
+    config.write_text(f"_base_ = ['{DIGITS}']\ncustom_imports = dict(imports=['{module}'])\n")
     message = _config_error(config)
-    assert f"{tmp_path / 'leftover_mmcv.py'}, line 2: from torch.nn import Linearr" in message
-    assert "cannot import name 'Linearr'" in message and 'key `custom_imports`' in message
+    assert f"{tmp_path / f'{module}.py'}, line 2: {line} -> {expected}" in message
 
 
 def test_load_from_a_directory_or_a_url_says_what_to_do(train_tool, tmp_path, capsys):
@@ -206,6 +210,13 @@ def test_check_config_passes_a_good_config_after_running_both_modes(train_tool, 
     out = capsys.readouterr().out
     assert 'config check passed: built LeNet' in out and 'train, evaluation' in out
     assert 'one train batch (no update) and one val batch' in out and _no_checkpoint(tmp_path)
+
+
+def test_check_config_builds_the_model_and_runs_the_preflight(train_tool, tmp_path, capsys):
+    assert _train(train_tool, DIGITS, tmp_path, 'model.num_classes=5',
+                  flags=('--check-config', )) == 2
+    err = capsys.readouterr().err
+    assert 'key `model.num_classes`' in err and 'model.num_classes=10' in err
 
 
 def test_grad_clip_keys_are_clip_grad_norm_arguments(train_tool, tmp_path, capsys):

@@ -70,8 +70,11 @@ class WandbLoggerHook(TrackerLoggerHook):
 
     def start(self, runner, wandb, resumed: bool) -> str:
         kwargs = dict(self.init_kwargs)
-        if runner.work_dir is not None and not os.environ.get('WANDB_DIR'):
-            kwargs.setdefault('dir', runner.work_dir)  # the user's WANDB_DIR wins
+        # The user's WANDB_DIR wins over the work dir (passed on: W&B reads its
+        # environment once per process).
+        folder = os.environ.get('WANDB_DIR') or runner.work_dir
+        if folder is not None:
+            kwargs.setdefault('dir', folder)
         if resumed and self.run_id:
             kwargs.setdefault('id', self.run_id)
             kwargs.setdefault('resume', 'allow')
