@@ -19,9 +19,14 @@ from ..utils import ConfigError
 _SHAPE = 'dict(loss=<tensor>, log_vars=dict(...), num_samples=len(data["img_metas"]))'
 
 
+class StepContractError(ConfigError, TypeError):
+    """A step's outputs break the contract: a user mistake (no traceback in ``tools/train.py``)
+    that is also the ``TypeError`` mmcv 1.x's runner raised for a non-dict."""
+
+
 def check_step_outputs(outputs: Any, who: str, key: str, train_mode: bool,
                        needs_loss: bool) -> Dict[str, Any]:
-    """Return ``outputs`` if it keeps the contract, else raise :class:`ConfigError`.
+    """Return ``outputs`` if it keeps the contract, else raise :class:`StepContractError`.
 
     Args:
         outputs: what ``who`` returned.
@@ -31,22 +36,21 @@ def check_step_outputs(outputs: Any, who: str, key: str, train_mode: bool,
         needs_loss: an ``OptimizerHook`` will back-propagate ``outputs['loss']``.
     """
     if not isinstance(outputs, dict):
-        raise ConfigError(f'{who} returned a {type(outputs).__name__}; it must return '
-                          f'{_SHAPE} (mmcv 1.x contract)', key=key)
+        _fail(f'{who} must return a dict (loss, log_vars, num_samples), got '
+              f'{type(outputs).__name__}: return {_SHAPE} (mmcv 1.x contract)', key)
     if train_mode and needs_loss:
         _check_loss(outputs, who, key)
     log_vars = outputs.get('log_vars')
     if log_vars is not None:
         if not isinstance(log_vars, dict):
-            raise ConfigError(f"{who} returned log_vars as a {type(log_vars).__name__}; it must "
-                              'be a dict of name -> number or scalar tensor (what '
-                              'parse_losses returns)', key=key)
+            _fail(f'{who} returned log_vars as a {type(log_vars).__name__}; it must be a dict '
+                  'of name -> number or scalar tensor (what parse_losses returns)', key)
         if not isinstance(outputs.get('num_samples'), numbers.Integral):
             found = ('no num_samples' if 'num_samples' not in outputs else
                      f"num_samples={outputs['num_samples']!r}")
-            raise ConfigError(f'{who} returned log_vars with {found}; add the batch size, '
-                              "e.g. num_samples=len(data['img_metas']), which weights the "
-                              f'logged averages: {_SHAPE}', key=key)
+            _fail(f'{who} returned log_vars with {found}; add the batch size, e.g. '
+                  "num_samples=len(data['img_metas']), which weights the logged averages: "
+                  f'{_SHAPE}', key)
     return outputs
 
 
@@ -54,12 +58,15 @@ def _check_loss(outputs: Dict[str, Any], who: str, key: str) -> None:
     loss = outputs.get('loss')
     if loss is None:
         others = [k for k in outputs if 'loss' in k]
-        rename = (f'; rename {others[0]!r} to loss' if others else '')
-        raise ConfigError(f"{who} returned no 'loss' (keys: {sorted(outputs)}){rename}. The "
-                          "OptimizerHook back-propagates outputs['loss']: return "
-                          f'{_SHAPE}, or set optimizer_config=None if {who} steps the '
-                          'optimizer itself', key=key)
+        rename = f'; rename {others[0]!r} to loss' if others else ''
+        _fail(f"{who} returned no 'loss' (keys: {sorted(outputs)}){rename}. The OptimizerHook "
+              f"back-propagates outputs['loss']: return {_SHAPE}, or set optimizer_config=None "
+              f'if {who} steps the optimizer itself', key)
     if not isinstance(loss, torch.Tensor):
-        raise ConfigError(f"{who} returned loss as a {type(loss).__name__} ({loss!r}), which "
-                          'cannot be back-propagated; return the loss tensor (not '
-                          'loss.item(): put numbers for the log in log_vars)', key=key)
+        _fail(f'{who} returned loss as a {type(loss).__name__} ({loss!r}), which cannot be '
+              'back-propagated; return the loss tensor (not loss.item(): put numbers for the '
+              'log in log_vars)', key)
+
+
+def _fail(message: str, key: str) -> None:
+    raise StepContractError(message, key=key)

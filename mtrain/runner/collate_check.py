@@ -31,7 +31,11 @@ def collate_problem(items: list, collate_fn: Optional[Callable], where: str) -> 
                           f'{_FIX}', key='data.train') from e
     if collate is default_collate and isinstance(items[0], dict) and isinstance(batch, dict):
         for key, value in items[0].items():
-            if 'meta' in str(key) and isinstance(value, dict) and isinstance(batch.get(key), dict):
+            merged = batch.get(key)
+            # Texts and tuples (file names, shapes) became lists: per-sample metas, not
+            # values meant to be stacked (a dict of tensors collates as intended).
+            if 'meta' in str(key) and isinstance(value, dict) and isinstance(merged, dict) \
+                    and any(isinstance(v, list) for v in merged.values()):
                 raise ConfigError(
                     f"{where}: each item's '{key}' is a dict, and torch's default collate "
                     f"merges them into ONE dict of lists (iterating over batch['{key}'] gives "
