@@ -44,19 +44,21 @@ def _train_and_resume(train, work_dir, hook, resume_from='epoch_1.pth'):
 
     ``resume_from='iter_3.pth'``: as a run that crashed after iteration 6 and
     resumes from its last checkpoint, mid-epoch (the tracker holds steps
-    past it). Checkpoints every 3 iterations then.
+    past it). Checkpoints every 3 iterations then. None: epoch 1 only.
     """
     os.makedirs(work_dir, exist_ok=True)
     config = osp.join(work_dir, 'digits_tracker.py')
     every = ('checkpoint_config = dict(interval=3, by_epoch=False)\n'
-             if resume_from.startswith('iter_') else '')
+             if (resume_from or '').startswith('iter_') else '')
     with open(config, 'w') as f:
         f.write(f'_base_ = {DIGITS!r}\ndata = dict(samples_per_gpu=256)\n'
                 f'runner = dict(max_epochs=1)\n{every}'
                 f"log_config = dict(interval=2, hooks=[dict(type='TextLoggerHook'), {hook!r}])\n")
     assert train([config, '--work-dir', work_dir]) == 0
-    assert train([config, '--work-dir', work_dir, '--resume-from',
-                  osp.join(work_dir, resume_from), '--cfg-options', 'runner.max_epochs=2']) == 0
+    if resume_from is not None:
+        assert train([config, '--work-dir', work_dir, '--resume-from',
+                      osp.join(work_dir, resume_from), '--cfg-options',
+                      'runner.max_epochs=2']) == 0
     lines = []
     for name in sorted(n for n in os.listdir(work_dir) if n.endswith('.log.json')):
         with open(osp.join(work_dir, name)) as f:
@@ -171,7 +173,7 @@ def test_wandb_keeps_its_runs_in_the_users_wandb_dir(train, tmp_path, monkeypatc
     (tmp_path / 'mine').mkdir()
     hook = dict(type='WandbLoggerHook', init_kwargs=dict(project='mtrain-test'),
                 log_artifact=False)
-    _train_and_resume(train, str(tmp_path / 'work'), hook)
+    _train_and_resume(train, str(tmp_path / 'work'), hook, resume_from=None)  # one run
     assert glob.glob(str(tmp_path / 'mine' / 'wandb' / 'offline-run-*'))
     assert not osp.exists(tmp_path / 'work' / 'wandb')  # not the hook's default
 
