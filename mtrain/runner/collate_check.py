@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 from torch.utils.data.dataloader import default_collate
 
 from ..utils import ConfigError
+from ..utils.data_container import CollateWithContainers, contains_data_container
 
 _FIX = ("wrap it in mmcv's DataContainer(value, cpu_only=True), which mtrain batches as a list "
         'of per-sample values, or give the dataset a collate_fn method (or set '
@@ -29,7 +30,9 @@ def collate_problem(items: list, collate_fn: Optional[Callable], where: str) -> 
         what = f"the key '{key}'" if key else 'its items'
         raise ConfigError(f'{where}: the loader cannot batch {what} ({_first_line(e)}); '
                           f'{_FIX}', key='data.train') from e
-    if collate is default_collate and isinstance(items[0], dict) and isinstance(batch, dict):
+    torch_default = collate is default_collate or (
+        isinstance(collate, CollateWithContainers) and not contains_data_container(items[0]))
+    if torch_default and isinstance(items[0], dict) and isinstance(batch, dict):
         for key, value in items[0].items():
             merged = batch.get(key)
             # Texts and tuples (file names, shapes) became lists: per-sample metas, not

@@ -21,11 +21,12 @@ from torch.utils.data import DataLoader
 
 from mtrain.config import load_config
 from mtrain.config_checks import val_phase_dataset
-from mtrain.datasets import DigitsDataset
+from mtrain.datasets import DigitsDataset, build_dataloader
 from mtrain.hooks import DistEvalHook
 from mtrain.hooks.eval_checks import check_eval_results
 from mtrain.runner.preflight import Preflight, check_items_collate
 from mtrain.utils import ConfigError
+from mtrain.utils.data_container import DataContainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DIGITS = os.path.join(ROOT, 'configs', 'digits', 'lenet_digits.py')
@@ -36,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 from mtrain.registry import DATASETS, MODELS
-from mtrain.datasets import DigitsDataset
+from mtrain.datasets import DigitsDataset, build_dataloader
 
 
 class _Net(nn.Module):
@@ -239,19 +240,30 @@ class _MetaDigits(DigitsDataset):
         return dict(super().__getitem__(i), img_metas=dict(self.meta, index=i))
 
 
+class _Contained(_MetaDigits):
+    def __getitem__(self, i):
+        item = super().__getitem__(i)
+        return dict(item, img_metas=DataContainer(item['img_metas'], cpu_only=True))
+
+
 @pytest.mark.parametrize('meta, expected', [
     (dict(filename='a.png', flip=None), "cannot batch the key 'img_metas'"),
     (dict(filename='a.png', ori_shape=(8, 8)), 'merges them into ONE dict of lists'),
 ])
 def test_metas_without_a_collate_fn_name_the_key(meta, expected):
-    loader = DataLoader(_MetaDigits(meta), batch_size=2)
+    loader = build_dataloader(_MetaDigits(meta), samples_per_gpu=2, workers_per_gpu=0,
+                              shuffle=False)
     with pytest.raises(ConfigError) as error:
         check_items_collate(Preflight(runner=None, datasets={}, train_loader=loader))
     message = str(error.value)
     assert message.startswith('key `data.train`: _MetaDigits:') and expected in message
     assert 'DataContainer(value, cpu_only=True)' in message
+    # The fixes: a collate_fn of one's own, or mmcv's DataContainer (mtrain's loaders batch it).
     good = DataLoader(_MetaDigits(meta), batch_size=2, collate_fn=lambda items: items)
     check_items_collate(Preflight(runner=None, datasets={}, train_loader=good))
+    contained = build_dataloader(_Contained(meta), samples_per_gpu=2, workers_per_gpu=0,
+                                 shuffle=False)
+    check_items_collate(Preflight(runner=None, datasets={}, train_loader=contained))
 
 
 # -- evaluation results ------------------------------------------------------------------
