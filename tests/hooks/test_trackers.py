@@ -347,3 +347,31 @@ def test_a_missing_client_fails_at_build_time_naming_the_pip_package():
     with pytest.raises(ConfigError, match=r'pip install no-such-tracker') as info:
         require_package('mtrain_no_such_tracker', 'no-such-tracker', 'NoSuchLoggerHook')
     assert info.value.key == 'type'  # build() prefixes the hook's key path
+
+
+# -- the first line after a resume mid-interval --------------------------------------
+@pytest.mark.parametrize('runner_cfg', [
+    "runner = dict(type='EpochBasedRunner', max_epochs=2)",
+    "runner = dict(_delete_=True, type='IterBasedRunner', max_iters=12)",
+])
+def test_the_first_line_after_a_resume_mid_interval_is_the_uninterrupted_runs(train, tmp_path,
+                                                                              runner_cfg):
+    """iter_6.pth falls inside a log interval of 4: the line at iteration 8 must still
+    average iterations 5-8, as in the run that was never stopped."""
+    config = tmp_path / 'resume_line.py'
+    by_epoch = 'Epoch' in runner_cfg
+    config.write_text(f'_base_ = {DIGITS!r}\ndata = dict(samples_per_gpu=128)\n{runner_cfg}\n'
+                      'evaluation = None\ncheckpoint_config = dict(_delete_=True, interval=3, by_epoch=False)\n'
+                      f"log_config = dict(interval=4, hooks=[dict(type='TextLoggerHook', "
+                      f'by_epoch={by_epoch})])\n')  # 12 iterations an epoch
+
+    def losses(work_dir, *resume):
+        assert train([str(config), '--work-dir', str(work_dir), *resume]) == 0
+        [log] = [n for n in os.listdir(work_dir) if n.endswith('.log.json')]
+        with open(work_dir / log) as f:
+            return [r['loss'] for r in map(json.loads, f) if r.get('mode') == 'train']
+    whole = losses(tmp_path / 'whole')
+    (tmp_path / 'cut').mkdir()
+    os.link(tmp_path / 'whole' / 'iter_6.pth', tmp_path / 'cut' / 'iter_6.pth')
+    resumed = losses(tmp_path / 'cut', '--resume-from', str(tmp_path / 'cut' / 'iter_6.pth'))
+    assert resumed == whole[-len(resumed):] and len(resumed) >= 2
