@@ -15,6 +15,7 @@ from mmengine.config import Config
 
 from .. import __version__
 from ..config_checks import val_phase_dataset
+from ..defaults import fill_runner_defaults
 from ..datasets import build_dataloader
 from ..hooks import DistSamplerSeedHook, EvalHook
 from ..hooks.evaluation import DIST_ONLY_KEYS
@@ -124,8 +125,11 @@ def build_test_loader(cfg: Config, seed: Optional[int] = None) -> Any:
 
 def _eval_hook(cfg: Config, seed: Optional[int]) -> EvalHook:
     """DistEvalHook in a distributed run, else EvalHook without DistEvalHook's own keys."""
-    eval_cfg = dict(copy.deepcopy(cfg.evaluation))
-    eval_cfg.setdefault('by_epoch', _runner_cfg(cfg)['type'] != 'IterBasedRunner')
+    runner_type = _runner_cfg(cfg)['type']
+    runner_cls = RUNNERS.get(runner_type) if isinstance(runner_type, str) else runner_type
+    eval_cfg = fill_runner_defaults(runner_cls or runner_type,
+                                    dict(evaluation=dict(copy.deepcopy(cfg.evaluation))))
+    eval_cfg = eval_cfg['evaluation']  # by_epoch from the runner type, as mmdet 2.x's
     if get_dist_info()[1] > 1:
         eval_cfg.setdefault('type', 'DistEvalHook')
     else:

@@ -7,6 +7,9 @@ batch processor × processes (2**7 = 128 combinations), each killed after an ite
 write (``kill_hook.py``). Compared: the last checkpoint's weights, optimizer, hook states
 and progress, the best checkpoints (names and weights) and the ``*.log.json`` val lines.
 
+At the end: rows for loaders the user builds (``user_loader_job.py``, always run) and a
+second resume after a geometry change.
+
 CI runs a seeded sample of ``SAMPLE`` combinations (the seed is in each test id; set
 ``MTRAIN_MATRIX_SEED`` to repeat one). The whole matrix, about 7 minutes on 2 cores::
 
@@ -226,3 +229,59 @@ def _check_resume_on_other_procs(config, tmp_path, combo, kill_at):
     _assert_equal(outcome, _outcome(clean), 'outcome')
     assert name == 'epoch_1.pth' and outcome['last']['progress']['num_updates'] == 9
     assert all(torch.isfinite(v).all() for v in outcome['last']['state_dict'].values())
+
+
+# -- loaders the user built (issue 26) and a second resume after a geometry change ----------
+# Python API jobs (tests/runner/user_loader_job.py): the user's own DataLoader handed to
+# runner.run, SIGKILLed mid-pass and resumed from the latest checkpoint. Compared: the
+# samples each rank saw at each iteration, and the final weights, bitwise.
+from user_loader_job import SAMPLES, job as user_job, seen as user_seen  # noqa: E402
+
+USER_ROWS = [(runner, sampler, procs) for runner in ('Epoch', 'Iter')
+             for sampler in ('shuffle', 'set_epoch') for procs in (1, 2)]
+
+
+def _user_run(work_dir, out, procs, **spec):
+    os.makedirs(out, exist_ok=True)
+    spec = dict(spec, work_dir=str(work_dir), out=str(out))
+    codes, _ = launch(user_job, spec, world_size=procs, timeout=120)
+    return codes
+
+
+@pytest.mark.parametrize('runner,sampler,procs', USER_ROWS)
+def test_user_built_loader_killed_mid_pass_resumes_bitwise(tmp_path, runner, sampler, procs):
+    per_pass = SAMPLES // 8 // (procs if sampler == 'set_epoch' else 1)  # 12 or 6 batches
+    length = 2 if runner == 'Epoch' else 2 * per_pass + 2
+    spec = dict(runner=runner, sampler=sampler, batch=8, length=length, interval=4)
+    kill_at = per_pass + 7 if per_pass == 12 else per_pass + 5  # after a checkpoint mid-pass 1
+    assert _user_run(tmp_path / 'ref', tmp_path / 'ref', procs, **spec) == [0] * procs
+    assert set(_user_run(tmp_path / 'run', tmp_path / 'run', procs, kill_at=kill_at,
+                         **spec)) == {-9}
+    assert _user_run(tmp_path / 'run', tmp_path / 'run', procs, resume=True,
+                     **spec) == [0] * procs
+    assert user_seen(tmp_path / 'run', procs) == user_seen(tmp_path / 'ref', procs)
+    for a, b in zip(torch.load(tmp_path / 'run' / 'final.pth').values(),
+                    torch.load(tmp_path / 'ref' / 'final.pth').values()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize('runner', ['Epoch', 'Iter'])
+def test_second_resume_after_a_geometry_change_sees_each_sample_once(tmp_path, runner):
+    # 96 samples, mtrain's sampler. 2 processes x 8 until iteration 2 (32 samples), resumed
+    # on 1 process x 12 until iteration 4 (24 more: at sample 56, not a multiple of 12),
+    # resumed again on 2 processes x 8 to the end of the epoch (40 more).
+    spec = dict(runner=runner, sampler='mtrain', length=1 if runner == 'Epoch' else 7,
+                interval=1)
+    work = tmp_path / 'work'
+    assert set(_user_run(work, tmp_path / 'a', 2, batch=8, kill_at=3, **spec)) == {-9}
+    assert set(_user_run(work, tmp_path / 'b', 1, batch=12, kill_at=5, resume=True,
+                         **spec)) == {-9}
+    assert _user_run(work, tmp_path / 'c', 2, batch=8, resume=True, **spec) == [0, 0]
+    segments = [('a', 2, range(0, 2)), ('b', 1, range(2, 4)), ('c', 2, range(4, 7))]
+    epoch0 = []
+    for name, procs, iters in segments:
+        for (_, it), (epoch, idx) in user_seen(tmp_path / name, procs).items():
+            if it in iters:
+                assert epoch == 0
+                epoch0 += idx
+    assert sorted(epoch0) == list(range(SAMPLES))  # every sample once, none twice

@@ -66,7 +66,7 @@ class LoggerHook(Hook):
         done = (inner if self.by_epoch else runner.iter) + 1
         if done % self.interval == 0 or (runner.data_loader is not self._loader
                                          or self._log_at_end) and self._ends_epoch(runner):
-            runner.log_buffer.average(runner.reduce_log_values)
+            runner.log_buffer.average_interval(runner.reduce_log_values)
         if runner.log_buffer.ready:
             # Inside an iteration the runner has not counted the current one yet.
             self._log_and_reset(runner, runner.iter + 1)
@@ -89,7 +89,7 @@ class LoggerHook(Hook):
             self._log_and_reset(runner, runner.iter)
 
     def after_val_epoch(self, runner) -> None:
-        runner.log_buffer.average(runner.reduce_log_values)
+        runner.log_buffer.average_interval(runner.reduce_log_values)
         self._log_and_reset(runner, runner.iter)
 
     def _log_and_reset(self, runner, step: int) -> None:
