@@ -25,7 +25,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ..evaluation.inference import gather, multi_gpu_test, single_gpu_test, uses_mmcv_contract
 from ..registry import HOOKS
 from ..utils import ConfigError, broadcast_object
-from .eval_checks import check_eval_config, evaluate_kwargs
+from .eval_checks import check_eval_config, check_eval_results, evaluate_kwargs
 from .hook import Hook
 from .logger import LoggerHook
 
@@ -267,8 +267,9 @@ class EvalHook(Hook):
         """Score ``results`` on rank 0, share the metrics, log them; the ``save_best`` score."""
         metrics: Dict[str, Any] = {}
         if runner.rank == 0:
-            metrics = self.dataloader.dataset.evaluate(
-                results, logger=runner.logger, **evaluate_kwargs(self, runner))
+            metrics = check_eval_results(self.dataloader.dataset.evaluate(
+                results, logger=runner.logger, **evaluate_kwargs(self, runner)),
+                self.dataloader.dataset)
         metrics = dict(broadcast_object(metrics))
         runner.log_buffer.output['eval_iter_num'] = len(self.dataloader)
         runner.log_buffer.output.update(metrics)

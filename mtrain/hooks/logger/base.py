@@ -52,7 +52,14 @@ class LoggerHook(Hook):
                 break
 
     def before_epoch(self, runner) -> None:
-        runner.log_buffer.clear()  # values of the last epoch's partial interval
+        # The values of the last epoch's partial interval go. A run resumed mid-epoch
+        # (IterBasedRunner: any resume, its one "epoch" is the run) keeps the
+        # checkpoint's pending values, so its first line averages the same
+        # iterations as the uninterrupted run's.
+        resumed_mid_epoch = getattr(runner, '_start_inner_iter', 0) or (
+            runner.max_epochs is None and runner.iter > 0)
+        if not resumed_mid_epoch:
+            runner.log_buffer.clear()
 
     def after_train_iter(self, runner) -> None:
         inner = runner.inner_iter
