@@ -16,11 +16,13 @@ import difflib
 import os
 import os.path as osp
 import sys
+import traceback
 from typing import Any, Dict, List, Optional, Tuple
 
 from mmengine.config import Config, DictAction
 from mmengine.utils import import_modules_from_strings
 
+from .config_checks import check_run_settings
 from .config_convert import detect_schema, for_training
 from .utils.errors import ConfigError, did_you_mean
 
@@ -63,7 +65,8 @@ def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Conf
         raise ConfigError(f'Python syntax error at line {e.lineno}: {e.msg}',
                           filename=path if e.filename in (None, '<unknown>') else e.filename) from e
     except Exception as e:  # mmengine raises bare Exception/KeyError for several cases
-        raise ConfigError(f'cannot read the config: {type(e).__name__}: {e}',
+        where, found = _where_it_failed(e)  # e.g. a custom_imports module failing at import
+        raise ConfigError(f'cannot read the config: {where if found else _plain(e)}',
                           filename=path) from e
     for old_root in base_values(path, 'data_root'):  # a child config's data_root moves
         rebase_data_root(cfg.get('data'), old_root, cfg.get('data_root'))  # the base's paths
@@ -104,11 +107,42 @@ def add_project_root_to_path() -> None:
 
 
 def _import_error(e: ImportError, path: str) -> ConfigError:
-    cause = e.__cause__ or e.__context__ or e
-    return ConfigError(f'custom_imports failed: {str(cause).splitlines()[0]}. Check that the '
-                       'module is importable (installed, on PYTHONPATH, or a package in the '
-                       'directory you run from) and that importing it succeeds',
+    """The failing ``custom_imports`` module's own error, with the file and line that raised it.
+
+    mmengine wraps it as "Failed to import X"; the user needs the line inside
+    their module (a leftover ``from mmcv...``, a misspelled name).
+    """
+    cause = e
+    while (cause.__cause__ or cause.__context__) is not None:
+        cause = cause.__cause__ or cause.__context__
+    where, found = _where_it_failed(cause)
+    fix = ('importing the module ran into an error at that line: fix it there' if found else
+           'check that the module is importable (installed, on PYTHONPATH, or a package in the '
+           'directory you run from)')
+    return ConfigError(f'custom_imports failed: {where}. {fix[0].upper()}{fix[1:]}',
                        key='custom_imports', filename=path)
+
+
+def _plain(error: BaseException) -> str:
+    return f'{type(error).__name__}: {error}'
+
+
+def _where_it_failed(error: BaseException) -> Tuple[str, bool]:
+    """``file.py, line 3: from mmcv import X -> ModuleNotFoundError: ...``, and whether a line was found."""
+    what = f'{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ""}'
+    if isinstance(error, SyntaxError) and error.filename:
+        return f'{error.filename}, line {error.lineno}: {what}', True
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not f.filename.startswith('<') and '/mmengine/' not in f.filename
+              and '/importlib/' not in f.filename and f.filename != __file__]
+    if not frames:  # the module itself was not found: nothing of the user's ran
+        return what, False
+    # The user's line: the last frame outside mtrain, installed packages and the stdlib.
+    libraries = (osp.dirname(__file__) + os.sep, osp.dirname(os.__file__) + os.sep)
+    own = [f for f in frames if not f.filename.startswith(libraries)
+           and 'site-packages' not in f.filename]
+    last = (own or frames)[-1]
+    return f'{last.filename}, line {last.lineno}: {(last.line or "").strip()} -> {what}', True
 
 
 def _import_custom_modules(custom_imports: Any) -> None:
@@ -271,6 +305,10 @@ def check_config(cfg: Config, path: Optional[str] = None,
         if close:
             raise ConfigError(f"unknown top-level key '{key}'. Did you mean '{close[0]}'?",
                               key=key, filename=origin(key))
+    try:
+        check_run_settings(cfg)
+    except ConfigError as e:
+        raise e.with_file(origin(e.key))
     data = cfg.get('data')
     if data is not None:
         if not isinstance(data, dict):

@@ -24,6 +24,7 @@ from mmengine.registry import RUNNERS as MME_RUNNERS
 from mmengine.registry import TRANSFORMS as MME_TRANSFORMS
 from mmengine.registry import Registry
 
+from .compat.registry import Registry as MMCVRegistry
 from .utils.errors import ConfigError, did_you_mean
 
 
@@ -40,6 +41,11 @@ HOOKS = _registry('hook', MME_HOOKS, 'mtrain.hooks')
 BATCH_PROCESSORS = _registry('batch processor', None, 'mtrain.processors')
 RUNNERS = _registry('runner', MME_RUNNERS, 'mtrain.runner')
 MODEL_WRAPPERS = _registry('model wrapper', MME_MODEL_WRAPPERS, 'mtrain.parallel')
+# mmcv 1.x's runner constructors (``build_runner(cfg.runner)`` with a ``constructor`` key):
+# a registry of mmcv's class, as 1.x code hangs its own under it.
+RUNNER_BUILDERS = MMCVRegistry('runner builder', scope='mtrain')
+# mmcv 1.x's init_cfg initializers ('Kaiming', 'Pretrained', ...): BaseModule.init_weights
+INITIALIZERS = _registry('initializer', None, 'mtrain.models.initializers')
 # torchvision's model builders, named 'torchvision.<builder>' (mmengine's scope
 # syntax): filled on the first such lookup, so torchvision is imported only
 # when a config names one of its models.

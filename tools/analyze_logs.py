@@ -14,8 +14,11 @@ and the logged values. Lines without ``mode`` are skipped.
 ``plot_curve`` draws one panel per key and one curve per log. A key logged
 in train lines is plotted against the iteration, counted over the whole run:
 for an epoch-based log (``iter`` restarts every epoch) that is
-``(epoch - 1) * iters_per_epoch + iter``, with ``iters_per_epoch`` the largest
-train ``iter`` in the log. A key only in val lines (metrics) is plotted
+``(epoch - 1) * iters_per_epoch + iter``, with ``iters_per_epoch`` the train
+loader's length that ``tools/train.py`` writes in the log's first (meta) line;
+for a log without it (mmcv 1.x era), the largest train ``iter`` in the log,
+which is short of the epoch when the epoch's last lines fall between log
+intervals. A key only in val lines (metrics) is plotted
 against the epoch, or, for an iteration-based log, against the iteration of
 the train line before it.
 """
@@ -33,7 +36,7 @@ Record = Dict[str, Any]
 
 def load_json_log(path: str) -> List[Record]:
     """The log lines of ``path`` (objects with a ``mode``), in file order."""
-    records = []
+    records, per_epoch = [], None
     with open(path) as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
@@ -43,8 +46,13 @@ def load_json_log(path: str) -> List[Record]:
             except json.JSONDecodeError as e:
                 raise ValueError(f'{path} line {number} is not JSON ({e.msg}); is it a '
                                  '*.log.json written by TextLoggerHook?') from e
-            if isinstance(record, dict) and 'mode' in record and 'epoch' in record:
-                records.append(record)
+            if not isinstance(record, dict):
+                continue
+            if 'mode' in record and 'epoch' in record:
+                records.append(dict(record, _iters_per_epoch=per_epoch) if per_epoch
+                               else record)
+            elif _is_number(record.get('iters_per_epoch')):  # the run's meta line
+                per_epoch = record['iters_per_epoch']
     return records
 
 
@@ -67,7 +75,8 @@ def series(records: List[Record], key: str) -> Tuple[List[float], List[float], s
     xs, ys, x_val, last_x = [], [], [], 0
     for r in records:
         if r['mode'] == 'train':
-            last_x = (r['epoch'] - 1) * per + r['iter'] if per_epoch else r['iter']
+            length = r.get('_iters_per_epoch', per)
+            last_x = (r['epoch'] - 1) * length + r['iter'] if per_epoch else r['iter']
             if _is_number(r.get(key)):
                 xs.append(last_x)
                 ys.append(r[key])
@@ -118,7 +127,7 @@ def plot_curve(logs: List[Tuple[str, List[Record]]], keys: List[str], out: str =
 
 def logged_keys(records: List[Record]) -> List[str]:
     keys = OrderedDict((k, None) for r in records for k, v in r.items() if _is_number(v))
-    return [k for k in keys if k not in ('epoch', 'iter')]
+    return [k for k in keys if k not in ('epoch', 'iter') and not k.startswith('_')]
 
 
 def cal_train_time(records: List[Record], include_outliers: bool = False) -> Dict[str, Any]:

@@ -9,12 +9,13 @@ conversion exits 1 unless ``--allow-lossy``; the output is written either way.
 """
 
 import argparse
+import os.path as osp
 import sys
 
 from mmengine.config import Config
 
-from mtrain.config import load_config
-from mtrain.config_convert import convert
+from mtrain.config import check_bases, check_config
+from mtrain.config_convert import convert, detect_schema
 from mtrain.utils import ConfigError
 
 
@@ -29,13 +30,38 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def read_config(path: str) -> Config:
+    """The config with ``_base_`` resolved, its ``custom_imports`` not imported.
+
+    Converting changes keys, not objects, so the project's modules need not be
+    importable here (a converter run on another machine, or before the project
+    is installed). mmcv-schema keys are checked for typos as ``tools/train.py`` does.
+    """
+    if not osp.isfile(path):
+        raise ConfigError(f'config file {path} does not exist; check the path', filename=path)
+    check_bases(path)
+    try:
+        cfg = Config.fromfile(path, import_custom_modules=False)
+    except SyntaxError as e:
+        raise ConfigError(f'Python syntax error at line {e.lineno}: {e.msg}',
+                          filename=path) from e
+    except Exception as e:  # mmengine raises bare Exception/KeyError for several cases
+        raise ConfigError(f'cannot read the config: {type(e).__name__}: {e}',
+                          filename=path) from e
+    if detect_schema(cfg) == 'mmcv':
+        check_config(cfg, path)
+    return cfg
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        cfg = Config.fromfile(args.config) if args.to == 'mmcv' else load_config(args.config)
-        converted, report = convert(cfg.to_dict(), args.to)
-    except (ConfigError, ValueError, FileNotFoundError, SyntaxError) as e:
-        print(f'error: {e}', file=sys.stderr)
+        converted, report = convert(read_config(args.config).to_dict(), args.to)
+    except ConfigError as e:
+        print(f'error: {e.with_file(args.config)}', file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f'error: {args.config}: {e}', file=sys.stderr)
         return 2
     text = Config(converted).pretty_text
     if args.out:

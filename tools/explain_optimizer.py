@@ -7,7 +7,11 @@ training does, then prints one row per parameter: the param group it landed
 in, the group's ``lr``, ``weight_decay`` and ``momentum`` (``betas[0]`` for
 Adam-style optimizers), and the ``paramwise_cfg`` rule that decided them
 (``custom_keys:<key>``, ``bias``, ``norm``, ``dwconv``, ``dcn_offset``,
-``frozen``, ``duplicate`` or ``default``). The values are those the optimizer
+``flat`` (mmengine's rules), ``frozen``, ``duplicate`` or ``default``). Any
+constructor the config names is used as training uses it: a subclass that
+overrides ``add_params`` shows ``<Class>.add_params`` for the groups it made
+itself, and a constructor with its own ``__call__`` shows its name. The values are
+those the optimizer
 starts with; an LR schedule scales them during training (warmup starts at
 ``warmup_ratio`` times them). Parameters with equal settings share one param
 group, so the group column repeats.
@@ -28,7 +32,8 @@ from typing import Any, Dict, List, Tuple
 from torch import nn
 
 from mtrain.config import load_config, parse_cfg_options
-from mtrain.optim import build_optimizer, plan_param_groups, unwrap_model
+from mtrain.optim import DefaultOptimizerConstructor, build_optimizer_constructor, unwrap_model
+from mtrain.optim.builder import DEFAULT_CONSTRUCTOR, is_optimizers_dict
 from mtrain.optim.param_groups import unused_key_message
 from mtrain.registry import MODELS, build
 from mtrain.utils import ConfigError
@@ -46,25 +51,30 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def explain(cfg) -> Tuple[List[Dict[str, Any]], List[str]]:
-    """The rows of the table and the warnings, for a loaded config."""
+    """The rows of the table and the warnings, for a loaded config.
+
+    The optimizer is built by the constructor the config names, exactly as in
+    training; a ``DefaultOptimizerConstructor`` (or subclass) says per
+    parameter which rule decided it, any other constructor is shown by name.
+    """
     model = unwrap_model(build(cfg.model, MODELS, 'model'))
     optimizer_cfg = copy.deepcopy(dict(cfg.optimizer))
-    optimizer = build_optimizer(model, optimizer_cfg)
-    paramwise = optimizer_cfg.get('paramwise_cfg')
-    if not paramwise:  # the constructor passes model.parameters(): one group, no rules
-        rows = [{'name': n, 'shape': tuple(p.shape), 'rule': 'default', 'in_optimizer': True}
+    if is_optimizers_dict(optimizer_cfg):
+        raise ConfigError('a dict of optimizers: explain one at a time, e.g. --cfg-options '
+                          'optimizer=<one of them>', key='optimizer')
+    constructor = build_optimizer_constructor(dict(
+        type=optimizer_cfg.pop('constructor', DEFAULT_CONSTRUCTOR), optimizer_cfg=optimizer_cfg,
+        paramwise_cfg=optimizer_cfg.pop('paramwise_cfg', None)))
+    optimizer = constructor(model)
+    plan = getattr(constructor, 'last_plan', None)
+    if plan is None:  # no paramwise_cfg (model.parameters()), or a constructor of its own
+        rule = 'default' if isinstance(constructor, DefaultOptimizerConstructor) else \
+            f'({type(constructor).__name__})'
+        rows = [{'name': n, 'shape': tuple(p.shape), 'rule': rule, 'in_optimizer': True}
                 for n, p in model.named_parameters()]
         return _with_groups(rows, model, optimizer), []
-    warnings = []
-    if optimizer_cfg.get('constructor', 'DefaultOptimizerConstructor') != \
-            'DefaultOptimizerConstructor':
-        warnings.append(f"optimizer.constructor is {optimizer_cfg['constructor']!r}: the rule "
-                        'column shows what DefaultOptimizerConstructor would decide; lr, '
-                        'weight_decay and momentum are read from the optimizer it built.')
-    plan = plan_param_groups(model, optimizer_cfg.get('lr'), optimizer_cfg.get('weight_decay'),
-                             paramwise)
     names = [row['name'] for row in plan.rows]
-    warnings += [unused_key_message(key, names) for key in plan.unused_custom_keys]
+    warnings = [unused_key_message(key, names) for key in plan.unused_custom_keys]
     return _with_groups(plan.rows, model, optimizer), warnings
 
 
@@ -75,7 +85,8 @@ def _with_groups(rows: List[Dict[str, Any]], model: nn.Module,
     group_of = {id(p): i for i, g in enumerate(optimizer.param_groups) for p in g['params']}
     out = []
     for row in rows:
-        index = group_of.get(id(params[row['name']])) if row['in_optimizer'] else None
+        param = params.get(row['name'])
+        index = group_of.get(id(param)) if row['in_optimizer'] and param is not None else None
         group = optimizer.param_groups[index] if index is not None else {}
         betas = group.get('betas')
         out.append({'group': index, 'name': row['name'], 'shape': list(row['shape']),
@@ -110,12 +121,16 @@ def summary(rows: List[Dict[str, Any]]) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.getLogger('mtrain.optim').setLevel(logging.ERROR)  # this tool reports the same itself
+    optim_log = logging.getLogger('mtrain.optim')
+    level = optim_log.level
+    optim_log.setLevel(logging.ERROR)  # this tool reports the same itself
     try:
         rows, warnings = explain(load_config(args.config, parse_cfg_options(args.cfg_options)))
     except ConfigError as e:
         print(f'error: {e.with_file(args.config)}', file=sys.stderr)
         return 2
+    finally:
+        optim_log.setLevel(level)
     if args.json:
         print(json.dumps({'rows': rows, 'warnings': warnings}, indent=1))
     else:

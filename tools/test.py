@@ -1,8 +1,19 @@
-"""Evaluate a checkpoint: ``python tools/test.py CONFIG CHECKPOINT [--metrics accuracy]``."""
+"""Evaluate a checkpoint: ``python tools/test.py CONFIG CHECKPOINT [--metrics accuracy]``.
+
+As mmdet 2.x's ``tools/test.py``: ``--out results.pkl`` keeps the raw
+per-sample results (what ``dataset.evaluate`` receives), ``--eval-options
+key=value`` passes arguments to ``dataset.evaluate`` (or ``format_results``),
+``--format-only`` writes the results in the dataset's submission format
+(``dataset.format_results``) without scoring them.
+"""
 
 import argparse
 import json
+import os
+import os.path as osp
+import pickle
 import sys
+from typing import Any, Dict
 
 import torch
 from torch.distributed.elastic.multiprocessing.errors import record
@@ -20,6 +31,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('config')
     parser.add_argument('checkpoint')
     parser.add_argument('--metrics', nargs='+', help='metrics (default: evaluation.metric)')
+    parser.add_argument('--out', help='write the raw results to this pickle file (.pkl)')
+    parser.add_argument('--eval-options', nargs='+', default=[], metavar='KEY=VALUE',
+                        help='arguments of dataset.evaluate (or of format_results with '
+                        '--format-only), e.g. jsonfile_prefix=./results')
+    parser.add_argument('--format-only', action='store_true',
+                        help='only write the results in the format of dataset.format_results '
+                        '(e.g. for a test server), without evaluating them')
     parser.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE')
     parser.add_argument('--trust-checkpoint', action='store_true')
     parser.add_argument('--debug', action='store_true')
@@ -32,6 +50,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def evaluate(args: argparse.Namespace) -> dict:
+    check_arguments(args)
     cfg = load_config(args.config, parse_cfg_options(args.cfg_options))
     if args.launcher != 'none':
         init_dist(args.launcher, **cfg.get('dist_params', {}))
@@ -39,13 +58,59 @@ def evaluate(args: argparse.Namespace) -> dict:
     device = cfg.get('device') or ('cuda' if torch.cuda.is_available() else 'cpu')
     runner = BaseRunner(build(cfg.model, MODELS, 'model').to(device), logger=logger)
     runner.load_checkpoint(args.checkpoint, strict=True, trusted=args.trust_checkpoint)
-    metric = args.metrics or (cfg.get('evaluation') or {}).get('metric')
-    hook = EvalHook(build_test_loader(cfg), **({} if metric is None else {'metric': metric}))
-    hook.evaluate(runner, hook.test(runner))  # the evaluation path of training
+    options = parse_cfg_options(args.eval_options)
+    metric = args.metrics or options.get('metric') or (cfg.get('evaluation') or {}).get('metric')
+    if metric is not None and not args.format_only:
+        options['metric'] = metric
+    try:
+        hook = EvalHook(build_test_loader(cfg), **({} if args.format_only else options))
+    except ConfigError as e:
+        raise e.with_file('--eval-options' if (e.key or '').split('.')[-1] in options
+                          else args.config)
+    results = hook.test(runner)  # the evaluation path of training: all ranks
+    if is_main_process():
+        if args.out:
+            dump_results(results, args.out)
+        if args.format_only:
+            format_results(hook.dataloader.dataset, results, options)
+    if args.format_only:
+        return {}
+    hook.evaluate(runner, results)
     results = runner.eval_results
     if is_main_process():
         print(json.dumps(results))
     return results
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """``--out`` names a pickle file; ``--format-only`` takes no ``--metrics``."""
+    if args.out is not None and not args.out.endswith(('.pkl', '.pickle')):
+        raise ConfigError(f'--out {args.out}: the raw results are written as a pickle; name a '
+                          '.pkl file', key='--out')
+    if args.format_only and args.metrics:
+        raise ConfigError('--format-only writes the results without evaluating them; leave out '
+                          '--metrics, or --format-only', key='--format-only')
+
+
+def dump_results(results: Any, path: str) -> None:
+    """The raw results (a tensor's rows as numpy arrays, one per sample) into ``path``."""
+    if isinstance(results, torch.Tensor):
+        results = list(results.numpy())
+    if osp.dirname(path):
+        os.makedirs(osp.dirname(path), exist_ok=True)
+    with open(path, 'wb') as f:
+        pickle.dump(results, f)
+    print(f'wrote {len(results)} results to {path}', file=sys.stderr)
+
+
+def format_results(dataset: Any, results: Any, options: Dict[str, Any]) -> None:
+    """``dataset.format_results(results, **options)``, as mmdet 2.x's ``--format-only``."""
+    method = getattr(dataset, 'format_results', None)
+    if not callable(method):
+        raise ConfigError(f'--format-only: the test dataset {type(dataset).__name__} has no '
+                          'format_results(results, **kwargs) method; add one, or leave out '
+                          '--format-only', key='--format-only')
+    method(results, **options)
 
 
 @record  # under torchrun: this rank's traceback becomes the job's reported root cause

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import logging
 import os
 import os.path as osp
 import random
@@ -15,8 +16,11 @@ from typing import Any, Dict, List, Optional
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from mtrain.config import load_config, parse_cfg_options, source_of
-from mtrain.hooks import NonFiniteLossError
+from mtrain.hooks import EvalHook, NonFiniteLossError
+from mtrain.config_checks import check_checkpoint_path
+from mtrain.parallel import unwrap
 from mtrain.runner import CheckpointError, Preempted, build_runner
+from mtrain.runner.dry_run import dry_run
 from mtrain.utils import (ConfigError, broadcast_object, destroy_dist, get_logger, init_dist,
                           is_main_process, report_failure, set_random_seed)
 
@@ -41,9 +45,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         '(only for files you trust: loading them can run code)')
     parser.add_argument('--debug', action='store_true', help='show tracebacks for config errors')
     parser.add_argument('--check-config', action='store_true',
-                        help='only read and check the config and --cfg-options, then exit '
-                        '(tools/dist_train.sh runs this first, so a config error is one line '
-                        "rather than torchrun's report of failed processes)")
+                        help='build everything training builds (model, datasets, optimizer, '
+                        'hooks, load_from), run one train batch (no update) and one val batch, '
+                        'then exit (tools/dist_train.sh runs this first, so a mistake is one '
+                        "line rather than torchrun's report of failed processes)")
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
                         help='how the processes were started: none (one process), pytorch '
                         '(torchrun, see tools/dist_train.sh) or slurm (srun, see '
@@ -61,14 +66,11 @@ def resolve_work_dir(args: argparse.Namespace, cfg) -> str:
 
 def train(args: argparse.Namespace) -> None:
     cfg = load_config(args.config, parse_cfg_options(args.cfg_options))
-    if args.check_config:
-        return
     work_dir = args.work_dir = resolve_work_dir(args, cfg)  # the resume hint names it
-    for key, value in (('resume_from', args.resume_from), ('load_from', args.load_from)):
-        if value is not None:
-            cfg[key] = value
-    if args.auto_resume:
-        cfg.auto_resume = True
+    apply_run_arguments(args, cfg)
+    if args.check_config:
+        check_whole_config(args, cfg, work_dir)
+        return
     distributed = args.launcher != 'none'
     if distributed:  # before anything is built: the rank decides the GPU and the logging
         init_dist(args.launcher, **cfg.get('dist_params', {}))
@@ -83,14 +85,13 @@ def train(args: argparse.Namespace) -> None:
     deterministic = bool(args.deterministic or cfg.get('deterministic', False))
     set_random_seed(seed, deterministic=deterministic)
     logger.info(f'Set random seed to {seed}, deterministic: {deterministic}')
-    try:
-        runner, loaders, workflow = build_runner(cfg, work_dir, logger, seed=seed,
-                                                 distributed=distributed,
-                                                 validate=not args.no_validate,
-                                                 trust_checkpoint=args.trust_checkpoint)
-    except ConfigError as e:
-        raise e.with_file(source_of(e.key, parse_cfg_options(args.cfg_options), args.config))
+    runner, loaders, workflow = build(args, cfg, work_dir, logger, seed, distributed)
     runner.timestamp = timestamp
+    train_loader = loaders[[mode for mode, _ in workflow].index('train')]
+    try:  # in the .log.json meta line: plot_curve's epoch length
+        runner.meta['iters_per_epoch'] = len(train_loader)
+    except TypeError:  # an iterable-style dataset
+        pass
     runner.stop_on_signals()
     runner.run(loaders, workflow)
     if is_main_process():
@@ -98,13 +99,62 @@ def train(args: argparse.Namespace) -> None:
             logger.info(line)
 
 
+def apply_run_arguments(args: argparse.Namespace, cfg) -> None:
+    """``--resume-from``, ``--load-from``, ``--auto-resume`` into ``cfg``; checkpoint paths checked."""
+    for key, value in (('resume_from', args.resume_from), ('load_from', args.load_from)):
+        if value is not None:
+            cfg[key] = value
+        try:
+            check_checkpoint_path(cfg.get(key), key)
+        except ConfigError as e:
+            flag = f"--{key.replace('_', '-')}"
+            raise e.with_file(flag if value is not None else source_of(
+                key, parse_cfg_options(args.cfg_options), args.config))
+    if args.auto_resume:
+        cfg.auto_resume = True
+
+
+def build(args: argparse.Namespace, cfg, work_dir: str, logger, seed: int, distributed: bool):
+    """``build_runner``; a config error names the file (or ``--cfg-options``) it came from."""
+    try:
+        return build_runner(cfg, work_dir, logger, seed=seed, distributed=distributed,
+                            validate=not args.no_validate, trust_checkpoint=args.trust_checkpoint)
+    except ConfigError as e:
+        raise e.with_file(source_of(e.key, parse_cfg_options(args.cfg_options), args.config))
+
+
+def check_whole_config(args: argparse.Namespace, cfg, work_dir: str) -> None:
+    """``--check-config``: build everything training builds, run one batch each way, no update.
+
+    The model, datasets, loaders, optimizer, hooks and the preflight checks,
+    ``load_from`` (or the checkpoint a resume would read) loaded, one train
+    batch through the model without an update and one val batch through the
+    evaluation path (``mtrain.runner.dry_run``). Nothing is written but the
+    work dir itself.
+    """
+    logger = get_logger()
+    level = logger.level
+    logger.setLevel(logging.WARNING)  # the build's own info lines are for a real run
+    try:
+        seed = args.seed if args.seed is not None else cfg.get('seed', 0)
+        runner, loaders, workflow = build(args, cfg, work_dir, logger, seed, distributed=False)
+        ran = dry_run(runner, loaders, workflow)
+    finally:
+        logger.setLevel(level)
+    evaluates = any(isinstance(h, EvalHook) for h in runner.hooks)
+    phases = ', '.join(f'{mode}' for mode, _ in workflow) + (', evaluation' if evaluates else '')
+    print(f'config check passed: built {type(unwrap(runner.model)).__name__}, its optimizer, '
+          f'{len(runner.hooks)} hooks and the data of {phases}; ran '
+          f"{' and '.join(ran) or 'no batch'}")
+
+
 def summary_lines(runner, args: argparse.Namespace) -> List[str]:
     """The last lines of a run: where it went, how it ended, what to do next."""
-    hooks = {type(h).__name__: h for h in runner.hooks}
     lines = [f'Finished: epoch {runner.epoch}, iteration {runner.iter}. '
              f'Work dir: {runner.work_dir}']
-    log_json = getattr(hooks.get('TextLoggerHook'), 'json_log_path', None)
-    eval_hook = hooks.get('EvalHook')
+    log_json = next((h.json_log_path for h in runner.hooks
+                     if getattr(h, 'json_log_path', None)), None)
+    eval_hook = next((h for h in runner.hooks if isinstance(h, EvalHook)), None)  # or Dist...
     evals = val_records(log_json)
     lines += metric_lines(evals, getattr(eval_hook, 'save_best', None), runner.max_epochs)
     if getattr(eval_hook, 'best_ckpt_path', None):
@@ -139,17 +189,23 @@ def metric_lines(evals: List[Dict[str, Any]], save_best: Optional[str],
 
 
 def val_records(log_json: Optional[str]) -> List[Dict[str, Any]]:
-    """The ``val`` lines of a ``.log.json`` (empty if there is none)."""
+    """The evaluation lines of a ``.log.json`` (empty if there is none).
+
+    A ``('val', N)`` workflow phase writes ``val`` lines too, its losses
+    with ``time``/``data_time``; those are not evaluations.
+    """
     if not log_json or not osp.isfile(log_json):
         return []
     with open(log_json) as f:
         records = [json.loads(text) for text in f if text.strip()]
-    return [r for r in records if r.get('mode') == 'val']
+    return [r for r in records if r.get('mode') == 'val' and 'time' not in r
+            and 'data_time' not in r]
 
 
 def _metrics(record: Dict[str, Any]) -> List[Any]:
     return [(k, v) for k, v in record.items()
-            if k not in ('mode', 'epoch', 'iter', 'lr') and isinstance(v, (int, float))]
+            if k not in ('mode', 'epoch', 'iter', 'lr', 'memory', 'time', 'data_time')
+            and isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
 def _score(key: str, record: Dict[str, Any]) -> float:
@@ -226,10 +282,13 @@ def main(argv=None) -> int:
         if args.check_config:
             return 0
     except (ConfigError, CheckpointError) as e:
-        report_failure(e)  # distributed: the other ranks stop now, naming this error
+        # Distributed: the other ranks stop now; every rank hits the same mistake, so
+        # only the first to report it prints it (torchrun's report: tools/dist_train.sh).
+        first = report_failure(e, quiet=not args.debug)
         if args.debug:
             raise
-        print(f'error: {e}\n(run with --debug for the traceback)', file=sys.stderr)
+        if first:
+            print(f'error: {e}\n(run with --debug for the traceback)', file=sys.stderr)
         return 2
     except NonFiniteLossError as e:
         report_failure(e)

@@ -33,6 +33,9 @@ def detect_schema(cfg: Dict[str, Any]) -> str:
     """
     engine = [k for k in MMENGINE_KEYS if k in cfg]
     mmcv = [k for k in MMCV_KEYS if k in cfg]
+    wrapper = cfg.get('optim_wrapper')
+    if mmcv == ['optimizer'] and isinstance(wrapper, dict) and 'optimizer' in wrapper:
+        mmcv = []  # mmseg 1.x schedules: `optimizer` is a variable that optim_wrapper reuses
     if engine and mmcv:
         raise ConfigError(f'the config mixes the mmcv 1.x keys {mmcv} with the mmengine keys '
                           f'{engine}; write one schema (tools/convert_config.py converts)',

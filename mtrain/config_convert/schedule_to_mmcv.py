@@ -26,11 +26,17 @@ def split_schedulers(schedulers: Any) -> Tuple[List[dict], List[dict]]:
     return lr, momentum
 
 
-def lr_config(schedulers: List[dict], loop: Loop, report: ConversionReport) -> Optional[dict]:
-    """The ``lr_config`` for a list of LR scheduler dicts (``None``: constant lr)."""
-    schedulers = list(schedulers)
+def lr_config(schedulers: List[dict], loop: Loop, report: ConversionReport,
+              base_lr: Optional[float] = None) -> Optional[dict]:
+    """The ``lr_config`` for a list of LR scheduler dicts (``None``: constant lr).
+
+    ``base_lr``: the one base lr of every param group, when there is one.
+    """
+    schedulers = [dict(s, _base_lr=base_lr) for s in schedulers]
     cfg: Dict[str, Any] = {}
-    if len(schedulers) > 1 or (schedulers and _is_warmup(schedulers[0], last=False)):
+    if _is_exp_warmup(schedulers):
+        cfg.update(_exp_warmup(schedulers.pop(0), schedulers.pop(0), report))
+    elif len(schedulers) > 1 or (schedulers and _is_warmup(schedulers[0], last=False)):
         if _is_warmup(schedulers[0], last=len(schedulers) == 1):
             cfg.update(_warmup(schedulers.pop(0), report))
     if len(schedulers) > 1:
@@ -40,10 +46,35 @@ def lr_config(schedulers: List[dict], loop: Loop, report: ConversionReport) -> O
     if not schedulers:
         return dict(policy='Fixed', **cfg) if cfg else None
     main = _main(schedulers[0], loop, report, 'LR', 'lr')
-    if main is not None and cfg and main['policy'] == 'OneCycle':
+    if main is not None and cfg:
+        _warmup_commutes(main, cfg, report)
+    return dict(**(main or dict(policy='Fixed')), **cfg)
+
+
+def _warmup_commutes(main: Dict[str, Any], warmup: Dict[str, Any],
+                     report: ConversionReport) -> None:
+    """Report where mmcv's warmup × closed-form lr differs from mmengine's chained steps.
+
+    mmengine's cosine and poly schedulers with a floor (and restarts) update the
+    current lr, which includes the warmup factor while the warmup lasts, so
+    the product does not commute (checked against mmengine's Runner in
+    tests/config_convert/test_schedules.py). By epoch the first such step
+    comes at the end of epoch 1: exact if the warmup is over by then, which
+    depends on the loader's length, not written in the config.
+    """
+    floor = main.get('min_lr') or main.get('min_lr_ratio')
+    if main['policy'] == 'OneCycle':
         report.lossy('param_scheduler', 'lr_config', "mmengine's OneCycleLR overwrites the "
                      "warmup's lr; mmcv multiplies the warmup factor onto it")
-    return dict(**(main or dict(policy='Fixed')), **cfg)
+    elif main['policy'] in ('CosineRestart', ) or (floor and main['policy'] in (
+            'CosineAnnealing', 'poly')):
+        when = (f"the warmup's {warmup['warmup_iters'] + 1} iterations outlast the first "
+                'epoch (exact only if an epoch has at least that many iterations, which the '
+                'config does not state)' if main['by_epoch'] else 'both act at once')
+        report.lossy('param_scheduler', 'lr_config', f"a warmup under {main['policy']}"
+                     + (' with a floor' if floor else '') + ': mmengine chains the two by '
+                     'updating the current lr, mmcv multiplies the warmup factor onto the '
+                     f'closed-form lr; they differ when {when}')
 
 
 def momentum_config(schedulers: List[dict], loop: Loop,
@@ -63,6 +94,26 @@ def _is_warmup(s: dict, last: bool) -> bool:
         return by_iter and s.get('end_factor', 1.0) == 1.0 and \
             s.get('start_factor', 1 / 3) != 1.0 and not last
     return s.get('type') == 'ConstantLR' and by_iter
+
+
+def _is_exp_warmup(schedulers: List[dict]) -> bool:
+    """``LinearLR`` acting at step 0 only, then ``ExponentialLR`` back to 1: mmcv's exp warmup."""
+    if len(schedulers) < 2:
+        return False
+    first, second = schedulers[0], schedulers[1]
+    by_iter = all(not s.get('by_epoch', True) and s.get('begin', 0) == 0 for s in (first, second))
+    if not (by_iter and first.get('type') == 'LinearLR' and first.get('end') == 1
+            and second.get('type') == 'ExponentialLR' and second.get('end', 0) > 1):
+        return False
+    ratio, iters = first.get('start_factor', 1 / 3), second['end'] - 1
+    return abs(ratio * second['gamma'] ** iters - 1) < 1e-9
+
+
+def _exp_warmup(first: dict, second: dict, report: ConversionReport) -> Dict[str, Any]:
+    report.exact('param_scheduler: LinearLR(end=1) + ExponentialLR', "lr_config.warmup='exp' "
+                 '(ratio × gamma ** t = ratio ** (1 - t / warmup_iters))')
+    return dict(warmup='exp', warmup_iters=second['end'] - 1,
+                warmup_ratio=first.get('start_factor', 1 / 3))
 
 
 def _warmup(s: dict, report: ConversionReport) -> Dict[str, Any]:
@@ -87,9 +138,11 @@ def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
     begin, end = s.pop('begin', 0), s.pop('end', None)
     loop_by_epoch, length = loop
     run_end = length if by_epoch == loop_by_epoch else None
+    s.pop('verbose', None)
+    if begin != 0 and stype == 'CosineAnnealingLR' and run_end is not None:
+        return _flat_cosine(s, begin, end, run_end, by_epoch, report, key)
     if begin != 0:
         report.lossy(key, 'lr_config', f'begin={begin}: mmcv policies start at step 0')
-    s.pop('verbose', None)
     base = stype[:-len(kind)] if stype.endswith(kind) else stype
     builder = _BUILDERS.get(base)
     if kind == 'Momentum' and base not in ('Step', 'MultiStep', 'CosineAnnealing', 'Linear'):
@@ -142,6 +195,19 @@ def _cosine(s, end, run_end, report, key, name):
     return dict(policy='CosineAnnealing', **_floor(s, name))
 
 
+def _flat_cosine(s, begin, end, run_end, by_epoch, report, key) -> dict:
+    """A cosine from ``begin`` to the run's end: mmcv's FlatCosineAnnealing, whose
+    ``round(start_percent * max)`` is ``begin`` for ``start_percent = begin / max``."""
+    if (end not in (None, run_end) and end < _INF_LIKE) or s.get('T_max', run_end - begin) != \
+            run_end - begin:
+        report.lossy(key, "policy='FlatCosineAnnealing'", f'begin={begin}: mmcv\'s flat-cosine '
+                     'anneals from begin to the run end (T_max = run length - begin)')
+    else:
+        report.exact(key, "policy='FlatCosineAnnealing' (start_percent = begin / run length)")
+    return dict(policy='FlatCosineAnnealing', start_percent=begin / run_end, **_floor(s, 'lr'),
+                by_epoch=by_epoch)
+
+
 def _poly(s, end, run_end, report, key, name):
     if run_end is None or end is None or end - 1 != run_end:
         report.lossy(key, "lr_config.policy='poly'", f'PolyLR(end={end}) reaches eta_min at '
@@ -164,10 +230,21 @@ def _linear(s, end, run_end, report, key, name):
 
 
 def _restart(s, end, run_end, report, key, name):
-    weights = s.get('restart_weights', [1])
-    if any(w != 1 for w in weights) and any(_floor(s, name).values()):
-        report.lossy(key, "policy='CosineRestart'", 'restart weights with a floor: mmcv '
-                     'scales (base - min) by the weight, mmengine anneals base * weight → min')
+    weights = list(s.get('restart_weights', [1]))
+    floor = _floor(s, name)
+    if any(w != 1 for w in weights) and any(floor.values()):
+        # mmengine anneals base * w' → min; mmcv min + w (base - min): w = (w' - r) / (1 - r).
+        ratio = floor.get(f'min_{name}_ratio')
+        if ratio is None and name == 'lr' and s.get('_base_lr'):
+            ratio = floor['min_lr'] / s['_base_lr']
+        if ratio is None or ratio == 1:
+            report.lossy(key, "policy='CosineRestart'", 'restart weights with an absolute '
+                         'eta_min and param groups of different base lr: no one list of mmcv '
+                         'weights reproduces mmengine for every group')
+        else:
+            weights = [(w - ratio) / (1 - ratio) for w in weights]
+            report.exact(key, "policy='CosineRestart' (restart_weights = (w - r) / (1 - r), "
+                         'r = min / base)')
     else:
         report.exact(key, "policy='CosineRestart'")
     return dict(policy='CosineRestart', periods=list(s['periods']),

@@ -36,16 +36,21 @@ def policy_name(policy: str) -> str:
     return policy.title() if policy == policy.lower() else policy
 
 
-def lr_schedulers(lr_config: Dict[str, Any], loop: Loop, report: ConversionReport) -> List[dict]:
-    """The LR schedulers for ``lr_config`` (warmup first), each decision in ``report``."""
-    cfg = dict(lr_config)
+def lr_schedulers(lr_config: Dict[str, Any], loop: Loop, report: ConversionReport,
+                  base_lr: Optional[float] = None) -> List[dict]:
+    """The LR schedulers for ``lr_config`` (warmup first), each decision in ``report``.
+
+    ``base_lr``: the one base lr of every param group, when there is one
+    (:func:`~.paramwise.uniform_base_lr`); some translations depend on it.
+    """
+    cfg = dict(lr_config, _base_lr=base_lr)
     policy = policy_name(cfg.pop('policy', 'Fixed'))
     by_epoch = cfg.pop('by_epoch', policy != 'OneCycle')
     warmup = _warmup(cfg, report)
     main = _lr_main(policy, cfg, by_epoch, loop, report)
     floor = cfg.get('min_lr') or cfg.get('min_lr_ratio')
     if warmup and (policy in ('OneCycle', 'CosineRestart') or
-                   (floor and policy in ('CosineAnnealing', 'Poly'))):
+                   (floor and policy in ('CosineAnnealing', 'Poly', 'FlatCosineAnnealing'))):
         report.lossy('lr_config.warmup', 'param_scheduler',
                      f'a warmup under {policy}' + (' with a floor' if floor else '') +
                      ': mmengine chains schedulers by updating the current lr, mmcv multiplies '
@@ -63,8 +68,14 @@ def _warmup(cfg: Dict[str, Any], report: ConversionReport) -> List[dict]:
     if kind is None:
         return []
     if kind == 'exp':
-        report.lossy('lr_config.warmup', 'param_scheduler', NO_COUNTERPART["warmup='exp'"])
-        return []
+        # mmcv: ratio ** (1 - t / W) = ratio * gamma ** t with gamma = ratio ** (-1 / W):
+        # a LinearLR acting at step 0 only (× ratio, kept), then × gamma for steps 1..W.
+        report.exact("lr_config.warmup='exp'", 'param_scheduler[0:2]: LinearLR(end=1) '
+                     '× ExponentialLR(gamma=warmup_ratio ** (-1 / warmup_iters))')
+        return [dict(type='LinearLR', start_factor=ratio, end_factor=ratio, by_epoch=False,
+                     begin=0, end=1),
+                dict(type='ExponentialLR', gamma=ratio ** (-1 / iters), by_epoch=False,
+                     begin=0, end=iters + 1)]
     report.exact(f"lr_config.warmup='{kind}'", 'param_scheduler[0]')
     if kind == 'linear':
         return [dict(type='LinearLR', start_factor=ratio, by_epoch=False, begin=0,
@@ -154,15 +165,27 @@ def _restart(cfg, by_epoch, loop, report, key):
     span = _span(by_epoch, loop, report, key)
     if span is None:
         return []
-    weights = cfg.get('restart_weights', [1])
+    weights = list(cfg.get('restart_weights', [1]))
     floor = _floor(cfg, 'lr')
     if any(w != 1 for w in weights) and any(floor.values()):
-        report.lossy(key, 'CosineRestartLR', 'restart weights with a floor: mmcv scales '
-                     '(base - min) by the weight, mmengine anneals from base * weight to min')
+        # mmcv: min + w (base - min) cos-term; mmengine anneals base * w' → min, the same
+        # when w' = r + w (1 - r), r = min / base: one list if r is one ratio for all groups.
+        ratio = floor.get('eta_min_ratio')
+        if ratio is None and cfg.get('_base_lr'):
+            ratio = floor['eta_min'] / cfg['_base_lr']
+        if ratio is None:
+            report.lossy(key, 'CosineRestartLR', 'restart weights with an absolute min_lr and '
+                         'param groups of different base lr: mmengine anneals from base * w '
+                         'to min, mmcv scales (base - min) by w, and no one list of weights '
+                         'makes them agree for every group')
+        else:
+            weights = [ratio + w * (1 - ratio) for w in weights]
+            report.exact(key, 'CosineRestartLR (restart_weights = r + w (1 - r), '
+                         'r = min / base)')
     else:
         report.exact(key, 'CosineRestartLR')
     return [dict(type='CosineRestartLR', periods=list(cfg['periods']),
-                 restart_weights=list(weights), **floor, **span)]
+                 restart_weights=weights, **floor, **span)]
 
 
 def _one_cycle(cfg, by_epoch, loop, report, key):
@@ -192,7 +215,23 @@ def _linear(cfg, by_epoch, loop, report, key, kind='LR', name='lr'):
     return [dict(type=f'Linear{kind}', start_factor=1.0, end_factor=ratio or 0., **span)]
 
 
-_LR_BUILDERS = {'Fixed': _fixed, 'Step': _step, 'Exp': _exp, 'Poly': _poly,
+def _flat_cosine(cfg, by_epoch, loop, report, key):
+    """mmcv: base until round(start_percent * max), then cosine over the rest. mmengine's
+    CosineAnnealingLR counts its own steps from ``begin``, so begin=start, T_max=max - start."""
+    span = _span(by_epoch, loop, report, key)
+    if span is None or 'end' not in span:
+        report.lossy(key, '(dropped)', 'FlatCosineAnnealing by iteration under an epoch '
+                     'runner: the cosine phase starts at a fraction of max_iters, which the '
+                     'config does not state')
+        return []
+    start = round(span['end'] * cfg.get('start_percent', 0.75))
+    report.exact(key, 'CosineAnnealingLR(begin=round(start_percent * max), T_max=max - begin)')
+    return [dict(type='CosineAnnealingLR', T_max=span['end'] - start, **_floor(cfg, 'lr'),
+                 by_epoch=span['by_epoch'], begin=start, end=span['end'])]
+
+
+_LR_BUILDERS = {'Fixed': _fixed, 'FlatCosineAnnealing': _flat_cosine, 'Step': _step,
+                'Exp': _exp, 'Poly': _poly,
                 'CosineAnnealing': _cosine, 'CosineRestart': _restart, 'OneCycle': _one_cycle,
                 'LinearAnnealing': _linear}
 

@@ -25,22 +25,24 @@ KEY_MAP: List[Tuple[str, str, str]] = [
      "mmcv's default is a static 512, AmpOptimWrapper's 'dynamic': the scale is always "
      'written out'),
     ('lr_config (policy, warmup)', 'param_scheduler (LR schedulers)',
-     'see the policy table below'),
-    ('momentum_config (policy)', 'param_scheduler (momentum schedulers)',
-     'see the policy table below'),
+     ''),
+    ('momentum_config (policy)', 'param_scheduler (momentum schedulers)', ''),
     ('runner=dict(type=\'EpochBasedRunner\', max_epochs=N)',
      "train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=N)", 'also `total_epochs=N`'),
     ('runner=dict(type=\'IterBasedRunner\', max_iters=N)',
      "train_cfg=dict(type='IterBasedTrainLoop', max_iters=N)", ''),
     ('evaluation (interval, metric, save_best, rule)',
      'train_cfg.val_interval, val_cfg, val_evaluator, default_hooks.checkpoint.save_best',
-     "mmengine also validates after the last epoch/iteration; metric 'accuracy' is "
-     "`dict(type='Accuracy')`"),
-    ('workflow=[(\'train\', 1)]', '(implicit)', "val phases (`('val', N)`) have no counterpart"),
-    ('checkpoint_config', 'default_hooks.checkpoint', ''),
+     "mmengine also validates after the last epoch/iteration; metric names map by the "
+     'metric table below; a metric class with a `metric` argument maps back onto the '
+     "dataset's own `evaluate(metric=...)`"),
+    ('workflow=[(\'train\', 1)]', '(implicit)', ''),
+    ('checkpoint_config', 'default_hooks.checkpoint',
+     "by_epoch written out both ways: mmcv's IterBasedRunner defaults it to False, mmengine's "
+     'CheckpointHook to True (in an iteration loop: one checkpoint, at the end)'),
     ('log_config.interval', 'default_hooks.logger.interval', ''),
-    ('log_config.hooks', 'visualizer.vis_backends', 'see the logger table below'),
-    ('custom_hooks', 'custom_hooks', 'passed through; mmcv\'s EMAHook differs from mmengine\'s'),
+    ('log_config.hooks', 'visualizer.vis_backends', ''),
+    ('custom_hooks', 'custom_hooks', ''),
     ('seed, deterministic', 'randomness.seed, randomness.deterministic', ''),
     ('dist_params', 'env_cfg.dist_cfg', ''),
     ('cudnn_benchmark', 'env_cfg.cudnn_benchmark', ''),
@@ -58,14 +60,41 @@ KEY_MAP: List[Tuple[str, str, str]] = [
     ('(none)', 'strategy, runner_type=\'FlexibleRunner\'', 'an error: mtrain has no strategies'),
 ]
 
+#: The verdict of each :data:`KEY_MAP` row (by its mmcv column): exact, or when it is not.
+KEY_VERDICTS: Dict[str, str] = {
+    'optimizer (+ paramwise_cfg, constructor)': 'exact where both rule sets agree; see the '
+    'paramwise table',
+    'optimizer_config.grad_clip': 'exact (clipping by value: lossy)',
+    'lr_config (policy, warmup)': 'see the policy table',
+    'momentum_config (policy)': 'see the policy table',
+    'evaluation (interval, metric, save_best, rule)': 'exact for the metric table; a metric '
+    'only a dataset computes: lossy, named',
+    "workflow=[('train', 1)]": "val phases: impossible (mmengine's ValLoop computes metrics "
+    'only)',
+    'log_config.hooks': 'see the logger table',
+    'custom_hooks': "passed through; EMAHook: lossy (mmengine's has other arguments)",
+    'compile': 'note: what is compiled differs',
+    '(none)': 'no effect / error',
+    'batch_processor, nan_policy, device, channels_last': 'lossy: mtrain only',
+}
+
 #: mmcv LR policy → mmengine LR scheduler (``None``: no counterpart, see the reason).
 LR_POLICIES: Dict[str, str] = {
     'Fixed': '(no scheduler)', 'Step': 'StepLR (int step) / MultiStepLR (list)',
     'Exp': 'ExponentialLR', 'Poly': 'PolyLR', 'CosineAnnealing': 'CosineAnnealingLR',
-    'CosineRestart': 'CosineRestartLR', 'OneCycle': 'OneCycleLR (by_epoch=False)',
+    'CosineRestart': 'CosineRestartLR (with a floor: restart_weights r + w (1 - r), '
+                     'r = min_lr / lr; impossible for an absolute min_lr with per-group lrs)',
+    'OneCycle': 'OneCycleLR (by_epoch=False)',
+    'FlatCosineAnnealing': 'CosineAnnealingLR (begin=round(start_percent * max), '
+                           'T_max=max - begin: it counts its steps from begin)',
     'LinearAnnealing': 'LinearLR (start_factor=1)',
     "warmup='linear'": 'LinearLR (by_epoch=False, end=warmup_iters+1)',
     "warmup='constant'": 'ConstantLR (by_epoch=False, end=warmup_iters+1)',
+    "warmup='exp'": 'LinearLR(start_factor=warmup_ratio, end=1) then ExponentialLR(gamma='
+                    'warmup_ratio ** (-1 / warmup_iters), end=warmup_iters+1)',
+    'a warmup under CosineAnnealing/poly with a floor': 'exact only while the warmup and the '
+    "floored schedule do not both step: mmengine updates the current lr, mmcv multiplies the "
+    'closed form (lossy by iteration; by epoch, exact if the warmup ends within epoch 1)',
 }
 
 #: mmcv momentum policy → mmengine momentum scheduler.
@@ -78,14 +107,42 @@ MOMENTUM_POLICIES: Dict[str, str] = {
 NO_COUNTERPART: Dict[str, str] = {
     'Inv': "mmengine has no scheduler for lr = base * (1 + gamma * t) ** -power",
     'Cyclic': 'mmengine has no cyclic scheduler (OneCycleLR is a single cycle)',
-    'FlatCosineAnnealing': "mmengine's CosineAnnealingLR with begin > 0 anneals from the "
-                           'global step, not from the start of the cosine phase',
-    "warmup='exp'": 'no mmengine scheduler multiplies by warmup_ratio ** (1 - t / warmup_iters)',
     'warmup_by_epoch': "an epoch-based LinearLR converted to iterations reaches full lr one "
                        "iteration earlier than mmcv's warmup over warmup_iters * epoch_length",
     'momentum warmup': "mmcv divides momentum by the warmup factor; no mmengine scheduler does",
     'Cyclic momentum': 'mmengine has no cyclic momentum scheduler',
     'OneCycle momentum': "mmengine's OneCycle only schedules lr",
+}
+
+#: mmcv 1.x ``evaluation.metric`` name → (mmengine-era metric class, its argument, value).
+#: Accuracy is mmengine's (mtrain's classification datasets compute the same); the others
+#: are mmdet 3.x's / mmseg 1.x's classes for the metrics their 1.x datasets computed.
+EVALUATOR_OF_METRIC: Dict[str, Tuple[str, str, object]] = {
+    'accuracy': ('Accuracy', 'topk', 1), 'accuracy_top5': ('Accuracy', 'topk', 5),
+    'mAP': ('VOCMetric', 'metric', 'mAP'), 'recall': ('VOCMetric', 'metric', 'recall'),
+    'bbox': ('CocoMetric', 'metric', 'bbox'), 'segm': ('CocoMetric', 'metric', 'segm'),
+    'proposal': ('CocoMetric', 'metric', 'proposal'),
+    'proposal_fast': ('CocoMetric', 'metric', 'proposal_fast'),
+    'mIoU': ('IoUMetric', 'iou_metrics', 'mIoU'), 'mDice': ('IoUMetric', 'iou_metrics', 'mDice'),
+    'mFscore': ('IoUMetric', 'iou_metrics', 'mFscore'),
+}
+
+#: The argument of a metric class that names the 1.x metric (default ``metric``).
+METRIC_ARGUMENT: Dict[str, str] = {'IoUMetric': 'iou_metrics', 'Accuracy': 'topk'}
+
+#: Where mmcv's and mmengine's ``paramwise_cfg`` rules differ, and what each direction does
+#: (:mod:`.paramwise` decides; tests/config_convert/test_paramwise.py checks the numbers).
+PARAMWISE_DIFFERENCES: Dict[str, str] = {
+    'bias_decay_mult without norm_decay_mult': "mmengine gives it to norm biases too: to "
+    "mmengine exact (norm_decay_mult=1 written out); to mmcv exact in mtrain "
+    "(constructor='DefaultOptimWrapperConstructor'), mmcv 1.7.2 has no such rule",
+    'bias_decay_mult != dwconv_decay_mult': "mmengine's bias rule comes before the depth-wise "
+    'one: to mmengine lossy (no key says it); to mmcv exact in mtrain as above',
+    'flat_decay_mult': 'mmengine only: to mmcv exact in mtrain as above',
+    'custom_keys fields other than lr_mult/decay_mult': 'mmengine copies them into the group: '
+    'to mmcv exact in mtrain as above',
+    'frozen parameters': 'mmcv keeps them (base settings), mmengine leaves them out: the same '
+    'numbers while they stay frozen',
 }
 
 #: mmcv logger hook → mmengine vis backend (mtrain's logger hooks carry mmcv's names).
@@ -138,11 +195,39 @@ def _table(header: Tuple[str, str], rows) -> List[str]:
 
 def mapping_markdown() -> str:
     """The mapping section of ``docs/config.md``, rendered from the tables above."""
-    lines = _table(('mmcv 1.x (mtrain)', 'mmengine'), KEY_MAP)
+    rows = [(left, right, f"**{KEY_VERDICTS.get(left, 'exact')}**" + (f'; {note}' if note
+                                                                         else ''))
+            for left, right, note in KEY_MAP]
+    lines = _table(('mmcv 1.x (mtrain)', 'mmengine'), rows)
+    lines += ['', *_table(('`paramwise_cfg` where the rules differ', 'conversion'),
+                          PARAMWISE_DIFFERENCES.items())]
     lines += ['', *_table(('mmcv `lr_config` policy', 'mmengine LR scheduler'),
                           LR_POLICIES.items())]
     lines += ['', *_table(('mmcv `momentum_config` policy', 'mmengine momentum scheduler'),
                           MOMENTUM_POLICIES.items())]
+    lines += ['', *_table(('mmcv `evaluation.metric`', 'mmengine `val_evaluator`'), (
+        (name, f'{kind}({arg}={value!r})') for name, (kind, arg, value) in
+        EVALUATOR_OF_METRIC.items()))]
     lines += ['', *_table(('mmcv logger hook', 'mmengine vis backend'), LOGGER_BACKENDS.items())]
-    lines += ['', *_table(('no counterpart', 'why'), NO_COUNTERPART.items())]
+    lines += ['', *_table(('impossible (no counterpart)', 'why'), NO_COUNTERPART.items())]
     return '\n'.join(lines) + '\n'
+
+
+def update_docs(path: str) -> bool:
+    """Rewrite the generated section of ``docs/config.md``; True when it changed.
+
+    ``python -m mtrain.config_convert.table docs/config.md`` after editing a table.
+    """
+    start, end = '<!-- mapping: generated -->\n', '<!-- mapping: end -->'
+    with open(path) as f:
+        doc = f.read()
+    new = doc[:doc.index(start) + len(start)] + mapping_markdown() + doc[doc.index(end):]
+    if new != doc:
+        with open(path, 'w') as f:
+            f.write(new)
+    return new != doc
+
+
+if __name__ == '__main__':
+    import sys
+    print('updated' if update_docs(sys.argv[1]) else 'up to date')

@@ -10,7 +10,12 @@ classes (so every chain, ``begin``/``end`` and ``convert_to_iter_based`` works).
 import copy
 from typing import Any, Dict, Tuple
 
+from ..defaults import (MMENGINE_CHECKPOINT, MMENGINE_DEFAULT_HOOKS, MMENGINE_LOG_INTERVAL,
+                        MMENGINE_LOOP_OF_BY_EPOCH, MMENGINE_LOOPS, RUNNER_LOOP)
+from ..utils.errors import ConfigError
 from . import schedule_to_mmcv as sched
+from .evaluation import evaluator_to_metric, save_best_key
+from .paramwise import mmengine_differs, uniform_base_lr
 from .report import ConversionReport
 from .table import LOGGER_BACKENDS, UNSUPPORTED
 
@@ -20,9 +25,6 @@ _BACKEND_ARGS = {'WandbVisBackend': ('init_kwargs', ), 'MLflowVisBackend': ('exp
 _SAME = ('model', 'work_dir', 'log_level', 'auto_scale_lr', 'custom_imports',
          'find_unused_parameters', 'sync_bn', 'custom_hooks')
 _DROPPED = ('default_scope', 'launcher', 'val_cfg', 'test_cfg', 'experiment_name')
-#: What mmengine's Runner registers when ``default_hooks`` leaves an entry out.
-_DEFAULT_HOOKS = dict(logger=dict(type='LoggerHook', interval=10),
-                      checkpoint=dict(type='CheckpointHook', interval=1))
 
 
 def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
@@ -41,10 +43,10 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
             report.exact(key, key)
     loop = _loop(src, out, report)
     _data(src, out, report)
-    _optim(src, out, report)
+    _optim(src, out, report, keep_schedulers)
     _schedules(src, out, loop, report, keep_schedulers)
     _evaluation(src, out, loop, report)
-    _hooks(src, out, report)
+    _hooks(src, out, loop, report)
     _environment(src, out, report)
     for key in _DROPPED:
         if key in src:
@@ -57,22 +59,27 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
 
 def _loop(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> sched.Loop:
     train = dict(src.pop('train_cfg', None) or {})
-    kind = train.pop('type', None) or ('EpochBasedTrainLoop' if train.pop('by_epoch', True)
-                                       else 'IterBasedTrainLoop')
+    kind = train.pop('type', None) or MMENGINE_LOOP_OF_BY_EPOCH[bool(train.get('by_epoch', True))]
     train.pop('by_epoch', None)
-    out['_val'] = dict(interval=train.pop('val_interval', 1), begin=train.pop('val_begin', 1))
-    if kind == 'IterBasedTrainLoop':
-        out['runner'] = dict(type='IterBasedRunner', max_iters=train.pop('max_iters'))
-        loop = (False, out['runner']['max_iters'])
-    else:
-        if kind != 'EpochBasedTrainLoop':
-            report.lossy('train_cfg.type', 'runner', f"'{kind}' has no mtrain runner")
-        out['runner'] = dict(type='EpochBasedRunner', max_epochs=train.pop('max_epochs'))
-        loop = (True, out['runner']['max_epochs'])
+    if kind not in MMENGINE_LOOPS:
+        report.lossy('train_cfg.type', 'runner', f"'{kind}' has no mtrain runner")
+        kind = 'EpochBasedTrainLoop'
+    loop_defaults = MMENGINE_LOOPS[kind]
+    length_key = loop_defaults['length_key']
+    other = [k for k in ('max_epochs', 'max_iters') if k != length_key and k in train]
+    if other or length_key not in train:
+        found = f'train_cfg.{other[0]} is set, but ' if other else ''
+        raise ConfigError(f'{found}{kind} needs train_cfg.{length_key}; set '
+                          f'train_cfg.{length_key}=N',
+                          key=f'train_cfg.{other[0] if other else length_key}')
+    out['_val'] = dict(interval=train.pop('val_interval', loop_defaults['val_interval']),
+                       begin=train.pop('val_begin', loop_defaults['val_begin']))
+    runner_type = {v: k for k, v in RUNNER_LOOP.items()}[kind]
+    out['runner'] = dict(type=runner_type, **{length_key: train.pop(length_key)})
     report.exact('train_cfg', 'runner')
     for key in train:
         report.lossy(f'train_cfg.{key}', '(dropped)', 'mtrain runners have no such option')
-    return loop
+    return loop_defaults['by_epoch'], out['runner'][length_key]
 
 
 def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
@@ -108,15 +115,19 @@ def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) ->
         out['data'] = data
 
 
-def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport,
+           keep_rules: bool) -> None:
     wrapper = dict(src.pop('optim_wrapper', None) or {})
+    if 'optimizer' in src:  # mmseg 1.x schedules: a variable that optim_wrapper reuses
+        src.pop('optimizer')
+        report.note('optimizer', '(dropped)', 'a top-level variable of the mmengine config '
+                    '(mmseg 1.x schedules); optim_wrapper.optimizer is what mmengine reads')
     kind = wrapper.pop('type', 'OptimWrapper')
     optimizer = dict(wrapper.pop('optimizer', None) or {})
     for key in ('paramwise_cfg', 'constructor'):
         if key in wrapper:
             optimizer[key] = wrapper.pop(key)
-    if optimizer.get('constructor') == 'DefaultOptimWrapperConstructor':
-        optimizer['constructor'] = 'DefaultOptimizerConstructor'
+    _constructor(optimizer, report, keep_rules)
     out['optimizer'] = optimizer
     report.exact('optim_wrapper.optimizer', 'optimizer')
     hook: Dict[str, Any] = {}
@@ -145,6 +156,29 @@ def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -
         report.lossy(f'optim_wrapper.{key}', '(dropped)', 'no mtrain counterpart')
 
 
+def _constructor(optimizer: Dict[str, Any], report: ConversionReport, keep_rules: bool) -> None:
+    """mmengine's default constructor: mmcv's where the rules agree, else mtrain's copy of it.
+
+    ``keep_rules`` (training): always mtrain's ``DefaultOptimWrapperConstructor``,
+    mmengine's rules to the letter (frozen parameters left out, too).
+    """
+    name = optimizer.get('constructor', 'DefaultOptimWrapperConstructor')
+    if name != 'DefaultOptimWrapperConstructor':
+        report.note('optim_wrapper.constructor', 'optimizer.constructor', f"'{name}' must be "
+                    "registered in mtrain's OPTIMIZER_CONSTRUCTORS (custom_imports)")
+        return
+    reasons = mmengine_differs(optimizer.get('paramwise_cfg') or {})
+    if keep_rules or reasons:
+        optimizer['constructor'] = 'DefaultOptimWrapperConstructor'
+    else:
+        optimizer.pop('constructor', None)  # mmcv's DefaultOptimizerConstructor: same values
+    if reasons and not keep_rules:
+        report.note('optim_wrapper.paramwise_cfg', "optimizer.constructor="
+                    "'DefaultOptimWrapperConstructor'", "mmengine's rules differ from mmcv's "
+                    'here (' + '; '.join(reasons) + "); mtrain's DefaultOptimWrapperConstructor "
+                    'keeps them exactly (mmcv 1.7.2 itself has no such constructor)')
+
+
 def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
                report: ConversionReport, keep: bool) -> None:
     schedulers = src.pop('param_scheduler', None)
@@ -156,7 +190,7 @@ def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
                          'scheduler classes)')
         return
     lr, momentum = sched.split_schedulers(schedulers)
-    lr_config = sched.lr_config(lr, loop, report)
+    lr_config = sched.lr_config(lr, loop, report, uniform_base_lr(out.get('optimizer')))
     momentum_config = sched.momentum_config(momentum, loop, report)
     if lr_config is not None:
         out['lr_config'] = lr_config
@@ -171,14 +205,10 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     src.pop('test_evaluator', None)
     if evaluator is None or 'val' not in out.get('data', {}):
         return
-    evaluator = dict(evaluator) if isinstance(evaluator, dict) else dict(type='(list)')
-    metric = ['accuracy']
-    if evaluator.pop('type') != 'Accuracy':
-        report.lossy('val_evaluator', 'evaluation.metric', 'only Accuracy maps onto mtrain '
-                     "metrics; mtrain datasets evaluate themselves (metric='accuracy' kept)")
-    elif 5 in tuple(evaluator.get('topk', (1, ))):
-        metric.append('accuracy_top5')
-    evaluation = dict(interval=val['interval'], metric=metric if len(metric) > 1 else metric[0])
+    metric = evaluator_to_metric(evaluator, report)
+    evaluation: Dict[str, Any] = dict(interval=val['interval'])
+    if metric is not None:
+        evaluation['metric'] = metric if len(metric) > 1 else metric[0]
     if val['begin'] > 1:
         evaluation['start'] = val['begin']
         if val['begin'] % val['interval']:
@@ -190,22 +220,15 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     if not loop[0]:
         evaluation['by_epoch'] = False
     out['evaluation'] = evaluation
-    report.exact('train_cfg.val_interval, val_evaluator', 'evaluation')
+    report.exact('train_cfg.val_interval', 'evaluation.interval')
 
 
-def _hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
-    hooks = {**_DEFAULT_HOOKS, **dict(src.pop('default_hooks', None) or {})}
+def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
+           report: ConversionReport) -> None:
+    hooks = {**MMENGINE_DEFAULT_HOOKS, **dict(src.pop('default_hooks', None) or {})}
     for name in ('timer', 'param_scheduler', 'sampler_seed', 'runtime_info'):
         hooks.pop(name, None)
-    ckpt = hooks.pop('checkpoint', None)
-    if ckpt is not None:
-        ckpt = dict(ckpt)
-        ckpt.pop('type', None)
-        for key in ('save_best', 'rule'):
-            if key in ckpt and 'evaluation' in out:
-                out['evaluation'][key] = ckpt.pop(key)
-        out['checkpoint_config'] = ckpt
-        report.exact('default_hooks.checkpoint', 'checkpoint_config')
+    _checkpoint(hooks.pop('checkpoint', None), out, loop, report)
     logger = hooks.pop('logger', None)
     vis = dict(src.pop('visualizer', None) or {})
     processor = dict(src.pop('log_processor', None) or {})
@@ -213,7 +236,7 @@ def _hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -
         text = dict(type='TextLoggerHook')
         if 'by_epoch' in processor:
             text['by_epoch'] = processor.pop('by_epoch')
-        out['log_config'] = dict(interval=dict(logger).get('interval', 10),
+        out['log_config'] = dict(interval=dict(logger).get('interval', MMENGINE_LOG_INTERVAL),
                                  hooks=[text] + _logger_hooks(vis, report))
         report.exact('default_hooks.logger', 'log_config')
     for key in processor:
@@ -228,6 +251,56 @@ def _hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -
             continue
         out.setdefault('custom_hooks', []).append(dict(hook))
         report.note(f'default_hooks.{name}', 'custom_hooks', 'registered as a custom hook')
+
+
+#: mmengine ``CheckpointHook`` arguments mtrain's has no counterpart for, and why.
+_ENGINE_ONLY_CHECKPOINT = {
+    'save_begin': 'mtrain saves from the first interval on',
+    'published_keys': 'mtrain publishes no stripped checkpoint copy',
+    'greater_keys': "mtrain's save_best rule is 'greater' or 'less', not per-key lists",
+    'less_keys': "mtrain's save_best rule is 'greater' or 'less', not per-key lists",
+    'backend_args': 'mtrain writes to the local file system',
+}
+
+
+def _checkpoint(ckpt: Any, out: Dict[str, Any], loop: sched.Loop,
+                report: ConversionReport) -> None:
+    """mmengine's ``CheckpointHook`` (its own defaults: by epoch) → ``checkpoint_config``."""
+    if ckpt is None:
+        return
+    ckpt = dict(ckpt)
+    ckpt.pop('type', None)
+    ckpt.setdefault('by_epoch', MMENGINE_CHECKPOINT['by_epoch'])  # mtrain's runner would differ
+    given = {**MMENGINE_CHECKPOINT, **ckpt}
+    if ckpt.pop('save_param_scheduler', True) is False:
+        report.lossy('default_hooks.checkpoint.save_param_scheduler', '(dropped)', 'mtrain '
+                     "always saves the schedulers' state with the checkpoint")
+    for key in [k for k in _ENGINE_ONLY_CHECKPOINT if k in ckpt]:
+        ckpt.pop(key)
+        report.lossy(f'default_hooks.checkpoint.{key}', '(dropped)',
+                     _ENGINE_ONLY_CHECKPOINT[key])
+    for key in ('save_best', 'rule'):
+        if key in ckpt and 'evaluation' in out:
+            value = ckpt.pop(key)
+            out['evaluation'][key] = save_best_key(value, 'mmcv') if key == 'save_best' and \
+                isinstance(value, str) and value != 'auto' else value
+        elif key in ckpt:
+            report.lossy(f'default_hooks.checkpoint.{key}', '(dropped)', 'no val_evaluator: '
+                         'there is no metric to choose the best checkpoint by')
+            ckpt.pop(key)
+    if ckpt['by_epoch'] and not loop[0]:  # the loop's one "epoch" ends with the run
+        saves = given['interval'] == 1 or given['save_last']
+        report.note('default_hooks.checkpoint', 'checkpoint_config', "mmengine's "
+                    'CheckpointHook counts epochs (by_epoch=True by default); an iteration loop '
+                    'has one epoch, ending with the run: ' + (
+                        'one checkpoint at the end (mtrain names it iter_N.pth)' if saves
+                        else 'no checkpoint'))
+        if not saves:
+            return
+        ckpt.update(by_epoch=False, interval=-1, save_last=True)
+    else:
+        report.exact('default_hooks.checkpoint', 'checkpoint_config')
+    out['checkpoint_config'] = ckpt
 
 
 def _logger_hooks(vis: Dict[str, Any], report: ConversionReport) -> list:

@@ -9,7 +9,12 @@ mmengine counterparts; whatever is left is a helper variable (``data_root``,
 import copy
 from typing import Any, Dict, Tuple
 
+from ..defaults import (BY_EPOCH_KEYS, MMCV_CHECKPOINT, RUNNER_LENGTH_KEY, RUNNER_LOOP,
+                        fill_runner_defaults, runner_by_epoch)
+from ..utils.errors import ConfigError
 from . import schedule_to_mmengine as sched
+from .evaluation import metric_to_evaluator, save_best_key
+from .paramwise import as_mmengine, mmengine_differs, uniform_base_lr
 from .report import ConversionReport
 from .table import DISPLAY_ONLY_HOOKS, LOGGER_BACKENDS
 
@@ -33,11 +38,12 @@ def to_mmengine(cfg: Dict[str, Any]) -> Tuple[Dict[str, Any], ConversionReport]:
             out[key] = src.pop(key)
             report.exact(key, key)
     loop = _loop(src, out, report)
+    base_lr = uniform_base_lr(src.get('optimizer'))
     _data(src, out, report)
     _optim(src, out, report)
-    _schedules(src, out, loop, report)
+    _schedules(src, out, loop, report, base_lr)
     _evaluation(src, out, loop, report)
-    _hooks(src, out, report)
+    _hooks(src, out, loop, report)
     _environment(src, out, report)
     for key in _MTRAIN_ONLY:
         if key in src:
@@ -54,21 +60,28 @@ def to_mmengine(cfg: Dict[str, Any]) -> Tuple[Dict[str, Any], ConversionReport]:
 
 
 def _loop(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> sched.Loop:
+    """``runner`` → ``train_cfg``; the runner type's hook defaults written out in ``src``."""
     runner = dict(src.pop('runner', None) or {})
     if not runner and src.get('total_epochs') is not None:
         runner = dict(type='EpochBasedRunner', max_epochs=src['total_epochs'])
     kind = runner.pop('type', 'EpochBasedRunner')
-    if kind == 'IterBasedRunner':
-        out['train_cfg'] = dict(type='IterBasedTrainLoop', max_iters=runner.pop('max_iters'))
-        loop = (False, out['train_cfg']['max_iters'])
-    else:
-        if kind != 'EpochBasedRunner':
-            report.lossy('runner.type', 'train_cfg', f"'{kind}' has no mmengine loop")
-        out['train_cfg'] = dict(type='EpochBasedTrainLoop', max_epochs=runner.pop('max_epochs'))
-        loop = (True, out['train_cfg']['max_epochs'])
+    if kind not in RUNNER_LOOP:
+        report.lossy('runner.type', 'train_cfg', f"'{kind}' has no mmengine loop")
+        kind = 'EpochBasedRunner'
+    length_key = RUNNER_LENGTH_KEY[kind]
+    other = [k for k in RUNNER_LENGTH_KEY.values() if k != length_key and k in runner]
+    if other or length_key not in runner:
+        found = f'runner.{other[0]} is set, but ' if other else ''
+        raise ConfigError(f'{found}{kind} needs runner.{length_key}; set runner.{length_key}=N',
+                          key=f'runner.{other[0] if other else length_key}')
+    out['train_cfg'] = dict(type=RUNNER_LOOP[kind], **{length_key: runner.pop(length_key)})
+    loop = (runner_by_epoch(kind), out['train_cfg'][length_key])
     report.exact('runner', 'train_cfg')
     for key in runner:
         report.lossy(f'runner.{key}', '(dropped)', 'not an argument of the mmengine loop')
+    # mmcv's register_training_hooks gives the runner's by_epoch to hooks that omit it;
+    # mmengine's hooks have their own defaults, so every one is written out.
+    src.update(fill_runner_defaults(kind, {k: src[k] for k in BY_EPOCH_KEYS if k in src}))
     return loop
 
 
@@ -100,11 +113,10 @@ def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) ->
 def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
     optimizer = dict(src.pop('optimizer', None) or {})
     wrapper: Dict[str, Any] = dict(type='OptimWrapper', optimizer=optimizer)
-    if optimizer.get('paramwise_cfg') is not None:
-        wrapper['paramwise_cfg'] = optimizer.pop('paramwise_cfg')
-        report.exact('optimizer.paramwise_cfg', 'optim_wrapper.paramwise_cfg')
     constructor = optimizer.pop('constructor', None)
-    if constructor == 'DefaultOptimizerConstructor':
+    if optimizer.get('paramwise_cfg') is not None:
+        _paramwise(optimizer.pop('paramwise_cfg'), wrapper, constructor, report)
+    if constructor in ('DefaultOptimizerConstructor', 'DefaultOptimWrapperConstructor'):
         wrapper['constructor'] = 'DefaultOptimWrapperConstructor'
     elif constructor is not None:
         wrapper['constructor'] = constructor
@@ -138,6 +150,25 @@ def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -
     out['optim_wrapper'] = wrapper
 
 
+def _paramwise(paramwise_cfg: Dict[str, Any], wrapper: Dict[str, Any], constructor: Any,
+               report: ConversionReport) -> None:
+    """mmcv's ``paramwise_cfg`` for mmengine's rules: the same values wherever they can be."""
+    if constructor == 'DefaultOptimWrapperConstructor':  # mtrain's copy of mmengine's rules
+        wrapper['paramwise_cfg'] = paramwise_cfg
+        report.exact('optimizer.paramwise_cfg', 'optim_wrapper.paramwise_cfg')
+        return
+    wrapper['paramwise_cfg'] = as_mmengine(paramwise_cfg)
+    reasons = mmengine_differs(wrapper['paramwise_cfg'])
+    if reasons:
+        report.lossy('optimizer.paramwise_cfg', 'optim_wrapper.paramwise_cfg', '; '.join(
+            reasons) + ' (for a model with such parameters)')
+    elif wrapper['paramwise_cfg'] != paramwise_cfg:
+        report.note('optimizer.paramwise_cfg', 'optim_wrapper.paramwise_cfg', 'norm_decay_mult=1 '
+                    "written out: mmengine's bias_decay_mult would reach norm biases otherwise")
+    else:
+        report.exact('optimizer.paramwise_cfg', 'optim_wrapper.paramwise_cfg')
+
+
 def _amp(fp16: Dict[str, Any], wrapper: Dict[str, Any], report: ConversionReport) -> None:
     wrapper['type'] = 'AmpOptimWrapper'
     if 'loss_scale' in fp16:
@@ -154,17 +185,14 @@ def _amp(fp16: Dict[str, Any], wrapper: Dict[str, Any], report: ConversionReport
 
 
 def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
-               report: ConversionReport) -> None:
+               report: ConversionReport, base_lr: Any) -> None:
     schedulers = []
     if src.get('lr_config') is not None:
-        schedulers += sched.lr_schedulers(src['lr_config'], loop, report)
+        schedulers += sched.lr_schedulers(src['lr_config'], loop, report, base_lr)
     if src.get('momentum_config') is not None:
         schedulers += sched.momentum_schedulers(src['momentum_config'], loop, report)
     src.pop('lr_config', None), src.pop('momentum_config', None)
     out['param_scheduler'] = schedulers
-
-
-_METRICS = {'accuracy': 1, 'accuracy_top5': 5}
 
 
 def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
@@ -193,41 +221,38 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     if loop[1] % interval:
         report.lossy('evaluation.interval', 'train_cfg.val_interval', 'mmengine also '
                      f'validates after the last step ({loop[1]}), mmcv does not')
-    metrics = evaluation.pop('metric', 'accuracy')
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-    if any(m not in _METRICS for m in metrics):
-        report.lossy('evaluation.metric', 'val_evaluator', f'{metrics}: only accuracy / '
-                     "accuracy_top5 map onto mmengine's Accuracy metric")
-    topk = tuple(sorted({_METRICS.get(m, 1) for m in metrics}))
+    evaluator = metric_to_evaluator(evaluation.pop('metric', 'accuracy'), report)
+    if evaluator is None:
+        for split in ('val', 'test'):
+            out.pop(f'{split}_dataloader', None)
+        out['train_cfg'].pop('val_interval', None), out['train_cfg'].pop('val_begin', None)
+        return
     out['val_cfg'] = dict(type='ValLoop')
-    out['val_evaluator'] = dict(type='Accuracy', topk=topk)
+    out['val_evaluator'] = evaluator
     for key in ('save_best', 'rule'):
         if key in evaluation:
-            out.setdefault('_checkpoint_extra', {})[key] = evaluation.pop(key)
+            value = evaluation.pop(key)
+            if key == 'save_best' and isinstance(value, str) and value != 'auto':
+                value = save_best_key(value, 'mmengine')
+            out.setdefault('_checkpoint_extra', {})[key] = value
             report.note(f'evaluation.{key}', f'default_hooks.checkpoint.{key}', 'metric names '
-                        "differ: mtrain 'accuracy', mmengine's Accuracy 'accuracy/top1'")
+                        "differ: mtrain 'accuracy' is mmengine's Accuracy 'accuracy/top1'; "
+                        'other classes prefix theirs (coco/bbox_mAP)')
     for key in evaluation:
-        report.lossy(f'evaluation.{key}', '(dropped)', 'not carried by ValLoop/Accuracy')
+        report.lossy(f'evaluation.{key}', '(dropped)', "an argument of the dataset's "
+                     'evaluate(); the metric class takes its own (val_evaluator)')
     report.exact('evaluation', 'train_cfg.val_interval, val_cfg, val_evaluator')
     if 'test_dataloader' in out:
         out['test_cfg'] = dict(type='TestLoop')
         out['test_evaluator'] = dict(out['val_evaluator'])
 
 
-def _hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
+           report: ConversionReport) -> None:
     hooks: Dict[str, Any] = dict(timer=dict(type='IterTimerHook'), logger=None,
                                  param_scheduler=dict(type='ParamSchedulerHook'),
                                  checkpoint=None, sampler_seed=dict(type='DistSamplerSeedHook'))
-    ckpt = src.pop('checkpoint_config', None)
-    if ckpt is not None or '_checkpoint_extra' in out:
-        ckpt = dict(ckpt or dict(interval=-1))
-        for key in ('async_save', 'create_symlink'):
-            if key in ckpt:
-                report.lossy(f'checkpoint_config.{key}', '(dropped)', 'mtrain-only option')
-                ckpt.pop(key)
-        ckpt.update(out.pop('_checkpoint_extra', {}))
-        hooks['checkpoint'] = dict(type='CheckpointHook', **ckpt)
-        report.exact('checkpoint_config', 'default_hooks.checkpoint')
+    hooks['checkpoint'] = _checkpoint(src.pop('checkpoint_config', None), out, loop, report)
     log = src.pop('log_config', None)
     if log is not None:
         hooks['logger'] = dict(type='LoggerHook', interval=log.get('interval', 10))
@@ -243,6 +268,28 @@ def _hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -
         out['custom_hooks'] = custom
         report.note('custom_hooks', 'custom_hooks', 'passed through: each type must exist in '
                     'mmengine (or your scope) with the same arguments')
+
+
+def _checkpoint(ckpt: Any, out: Dict[str, Any], loop: sched.Loop,
+                report: ConversionReport) -> Any:
+    """``checkpoint_config`` (``by_epoch`` already the runner's) → mmengine's ``CheckpointHook``."""
+    extra = out.pop('_checkpoint_extra', {})
+    if ckpt is None and not extra:
+        return None  # mmcv registers no checkpoint hook; mmengine's default is switched off
+    ckpt = dict(ckpt or dict(MMCV_CHECKPOINT, by_epoch=loop[0]))
+    if ckpt.get('by_epoch') and not loop[0] and not extra:
+        report.note('checkpoint_config', 'default_hooks.checkpoint=None', 'by_epoch=True under '
+                    "IterBasedRunner saves nothing in mmcv (no epoch ends); mmengine's would "
+                    'save at the end of its one epoch, so it is switched off')
+        return None
+    for key in ('async_save', 'create_symlink'):
+        if key in ckpt:
+            report.lossy(f'checkpoint_config.{key}', '(dropped)', 'mtrain-only option')
+            ckpt.pop(key)
+    ckpt.update(extra)
+    report.exact('checkpoint_config', 'default_hooks.checkpoint (by_epoch written out: '
+                 "mmengine's CheckpointHook counts epochs unless told)")
+    return dict(type='CheckpointHook', **ckpt)
 
 
 def _backends(log: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> list:

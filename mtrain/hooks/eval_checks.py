@@ -98,3 +98,36 @@ def evaluate_kwargs(hook: Any, runner) -> Dict[str, Any]:
         return dict(hook.eval_kwargs)
     unit, number = ('epoch', runner.epoch + 1) if hook.by_epoch else ('iter', runner.iter + 1)
     return {'out_dir': runner.work_dir, 'tag': f'{unit}_{number}', **hook.eval_kwargs}
+
+
+def check_eval_results(metrics: Any, dataset: Any) -> Dict[str, Any]:
+    """``dataset.evaluate``'s result as ``{name: value}`` the loggers can write, or a ConfigError.
+
+    The contract (mmcv 1.x): a dict of metric name to a number (or a text
+    such as mmdet's ``bbox_mAP_copypaste``). numpy and torch values are
+    turned into Python ones as mmcv's log writer did: a one-element array or
+    tensor (``np.float32``, ``tensor(0.9)``) into a number, a longer one
+    (per-class values) into a list. Anything else (a list instead of the
+    dict) fails on the first evaluation, naming the method, instead of
+    inside the logger after the epoch.
+    """
+    where = f'{type(dataset).__name__}.evaluate'
+    if not isinstance(metrics, dict):
+        shown = f' ({metrics[:2]!r}...)' if isinstance(metrics, (list, tuple)) else ''
+        raise ConfigError(f'{where} returned a {type(metrics).__name__}{shown}; it must return '
+                          "a dict of metric name -> number, e.g. {'accuracy': 0.93}",
+                          key='data.val')
+    return {name: _plain(name, value, where) for name, value in metrics.items()}
+
+
+def _plain(name: Any, value: Any, where: str) -> Any:
+    """A metric value as a Python number, text or list of numbers."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, 'shape') and hasattr(value, 'tolist'):  # numpy or torch
+        return value.tolist()  # a 0-d value gives a number, a longer one a list
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
+        return list(value)
+    raise ConfigError(f"{where} returned '{name}' as a {type(value).__name__} ({value!r:.60}); "
+                      'each metric must be a number, a text or a list of numbers',
+                      key='data.val')

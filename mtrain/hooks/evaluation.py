@@ -22,10 +22,10 @@ import torch
 import torch.distributed as dist
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ..evaluation.inference import gather, multi_gpu_test, uses_mmcv_contract
+from ..evaluation.inference import gather, multi_gpu_test, single_gpu_test, uses_mmcv_contract
 from ..registry import HOOKS
 from ..utils import ConfigError, broadcast_object
-from .eval_checks import check_eval_config, evaluate_kwargs
+from .eval_checks import check_eval_config, check_eval_results, evaluate_kwargs
 from .hook import Hook
 from .logger import LoggerHook
 
@@ -70,8 +70,14 @@ class EvalHook(Hook):
         rule: ``'greater'`` or ``'less'``; None infers it from the key as
             mmcv does (``greater_keys`` then ``less_keys``, exact match first,
             then substring, case-insensitive).
-        test_fn: ``test_fn(model, dataloader)`` returning the results, to
-            replace the default inference.
+        test_fn: ``test_fn(model, dataloader)`` returning the results.
+            Default: :func:`mtrain.evaluation.single_gpu_test` (mmcv's
+            ``mmcv.engine.single_gpu_test``; in a distributed run the shares
+            are gathered as by ``multi_gpu_test``). 1.x subclasses call
+            ``self.test_fn(runner.model, self.dataloader)`` themselves. A model
+            whose ``forward`` takes no ``return_loss`` (mtrain's contract) is
+            scored on the batch processor's predictions instead, unless a
+            ``test_fn`` is given.
         greater_keys: keys for the ``'greater'`` rule (default: mmcv's
             ``acc, top, AR@, auc, precision, mAP, mDice, mIoU, mAcc, aAcc``).
         less_keys: keys for the ``'less'`` rule (default: ``loss``).
@@ -87,6 +93,8 @@ class EvalHook(Hook):
     _default_greater_keys = ['acc', 'top', 'AR@', 'auc', 'precision', 'mAP', 'mDice', 'mIoU',
                              'mAcc', 'aAcc']
     _default_less_keys = ['loss']
+    #: mmcv's default ``test_fn`` (``mmcv.engine.single_gpu_test``).
+    default_test_fn = staticmethod(single_gpu_test)
     # How a distributed run gathers results; DistEvalHook takes them as arguments.
     gpu_collect = True
     tmpdir: Optional[str] = None
@@ -112,7 +120,9 @@ class EvalHook(Hook):
         self.interval = interval
         self.by_epoch = by_epoch
         self.save_best = save_best
-        self.test_fn = test_fn
+        #: Whether the user chose the inference; else the default follows the model's contract.
+        self.custom_test_fn = test_fn is not None
+        self.test_fn = test_fn if test_fn is not None else self.default_test_fn
         self.greater_keys = _key_list(greater_keys, self._default_greater_keys)
         self.less_keys = _key_list(less_keys, self._default_less_keys)
         self.out_dir = out_dir
@@ -215,26 +225,27 @@ class EvalHook(Hook):
         runner.call_hook('before_evaluation')
         results = self.test(runner)
         key_score = self.evaluate(runner, results)
-        runner.call_hook('after_evaluation')
         if self.save_best and key_score:  # mmcv skips a score of 0 (or None) too
-            self._save_ckpt(runner, key_score)
+            self._save_ckpt(runner, key_score)  # before after_evaluation: the scored weights
+        runner.call_hook('after_evaluation')
 
     @torch.no_grad()
     def test(self, runner) -> Any:
         """The whole val set's results on rank 0 (None on the other ranks), on the CPU."""
         was_training = runner.model.training
         try:
-            if self.test_fn is not None:
+            if self.custom_test_fn or uses_mmcv_contract(runner.model):
                 runner.model.eval()
                 return self._run_test_fn(runner)
-            if uses_mmcv_contract(runner.model):
-                return multi_gpu_test(runner.model, self.dataloader, self._tmpdir(runner),
-                                      self.gpu_collect)
             return self._predict(runner)
         finally:
             runner.model.train(was_training)
 
     def _run_test_fn(self, runner) -> Any:
+        if self.test_fn is single_gpu_test and runner.world_size > 1:
+            # mtrain's EvalHook gathers the ranks' shares (see docs/migration.md).
+            return multi_gpu_test(runner.model, self.dataloader, self._tmpdir(runner),
+                                  self.gpu_collect)
         return self.test_fn(runner.model, self.dataloader)
 
     def _predict(self, runner) -> Optional[torch.Tensor]:
@@ -256,8 +267,9 @@ class EvalHook(Hook):
         """Score ``results`` on rank 0, share the metrics, log them; the ``save_best`` score."""
         metrics: Dict[str, Any] = {}
         if runner.rank == 0:
-            metrics = self.dataloader.dataset.evaluate(
-                results, logger=runner.logger, **evaluate_kwargs(self, runner))
+            metrics = check_eval_results(self.dataloader.dataset.evaluate(
+                results, logger=runner.logger, **evaluate_kwargs(self, runner)),
+                self.dataloader.dataset)
         metrics = dict(broadcast_object(metrics))
         runner.log_buffer.output['eval_iter_num'] = len(self.dataloader)
         runner.log_buffer.output.update(metrics)
@@ -328,9 +340,12 @@ class DistEvalHook(EvalHook):
         gpu_collect: gather the pickled results through the process group
             (over the GPUs under NCCL) instead of files in ``tmpdir``.
         test_fn: ``test_fn(model, dataloader, tmpdir=..., gpu_collect=...)``
-            returning the gathered results on rank 0.
+            returning the gathered results on rank 0; default:
+            :func:`mtrain.evaluation.multi_gpu_test` (``mmcv.engine``'s).
         Other arguments: see :class:`EvalHook`.
     """
+
+    default_test_fn = staticmethod(multi_gpu_test)
 
     def __init__(self, dataloader: Any, start: Optional[int] = None, interval: int = 1,
                  by_epoch: bool = True, save_best: Optional[str] = None,

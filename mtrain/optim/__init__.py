@@ -13,10 +13,11 @@ import torch
 
 from ..registry import OPTIMIZERS
 from .builder import build_optimizer, build_optimizer_constructor, build_optimizers
-from .constructor import DefaultOptimizerConstructor, summarize_optimizer, unwrap_model
+from .constructor import (DefaultOptimizerConstructor, DefaultOptimWrapperConstructor,
+                          explain_param_groups, get_param_groups, plan_param_groups,
+                          summarize_optimizer, unwrap_model)
 from .merged_groups import merge_param_groups, per_parameter_state_to_merged
-from .param_groups import (ParamGroupPlan, explain_param_groups, get_param_groups,
-                           plan_param_groups, validate_paramwise_cfg)
+from .param_groups import ParamGroupPlan, validate_paramwise_cfg
 
 
 def _register_torch_optimizers() -> List[str]:
@@ -35,7 +36,7 @@ def _register_torch_optimizers() -> List[str]:
 TORCH_OPTIMIZERS = _register_torch_optimizers()
 
 __all__ = [
-    'DefaultOptimizerConstructor', 'ParamGroupPlan', 'TORCH_OPTIMIZERS', 'build_optimizer',
+    'DefaultOptimizerConstructor', 'DefaultOptimWrapperConstructor', 'ParamGroupPlan', 'TORCH_OPTIMIZERS', 'build_optimizer',
     'build_optimizer_constructor', 'build_optimizers', 'explain_param_groups',
     'get_param_groups', 'merge_param_groups', 'per_parameter_state_to_merged',
     'plan_param_groups', 'summarize_optimizer', 'unwrap_model', 'validate_paramwise_cfg'

@@ -31,8 +31,17 @@ Group = Dict[str, Any]
 
 
 def _setting(group: Group) -> Tuple:
-    """What makes two groups mergeable: every key but ``params``, and its value."""
-    return tuple(sorted((k, v) for k, v in group.items() if k != 'params'))
+    """What makes two groups mergeable: every key but ``params``, and its value.
+
+    A group holding a value that cannot be hashed (a list of names, a tensor)
+    is never merged: equality of such values is not worth guessing.
+    """
+    key = tuple(sorted((k, v) for k, v in group.items() if k != 'params'))
+    try:
+        hash(key)
+    except TypeError:
+        return ('(unmergeable)', id(group))
+    return key
 
 
 def merge_param_groups(groups: List[Group], defaults: Optional[Dict[str, Any]] = None

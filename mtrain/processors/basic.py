@@ -4,6 +4,7 @@ from typing import Any, Dict
 
 from ..registry import BATCH_PROCESSORS
 from .base import BatchProcessor
+from .contract import check_step_outputs
 from .losses import parse_losses
 from .to_device import batch_size, to_device
 
@@ -49,7 +50,7 @@ class BasicBatchProcessor(BatchProcessor):
         with self.grad_sync(runner), self.autocast(runner.device):
             outputs = step(batch, runner.optimizer)
         runner.call_hook('after_forward')
-        if not isinstance(outputs, dict):
-            raise TypeError('"model.train_step()" and "model.val_step()" must return a dict '
-                            f'(loss, log_vars, num_samples), got {type(outputs).__name__}')
-        return outputs
+        who = f"{type(getattr(runner.model, 'module', runner.model)).__name__}." \
+              f"{'train_step' if train_mode else 'val_step'}"
+        return check_step_outputs(outputs, who, 'model', train_mode,
+                                  needs_loss=runner.optimizer_hook is not None)

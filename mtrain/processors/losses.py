@@ -35,6 +35,12 @@ def parse_losses(output: Any) -> Tuple[torch.Tensor, Dict[str, Any]]:
             value = sum(v.mean() for v in value)
             logged = value.detach()
         elif isinstance(value, numbers.Number):
+            if 'loss' in name:  # a float cannot be back-propagated (mmcv: a TypeError)
+                raise ConfigError(f"in train mode the model returned '{name}' as a "
+                                  f'{type(value).__name__} ({value!r}), which cannot be '
+                                  'back-propagated; return the loss tensor, not loss.item() '
+                                  "(a number to log goes under a name without 'loss')",
+                                  key='model')
             logged = value
         else:
             raise TypeError(f"model output '{name}' is a {type(value).__name__}; losses and "

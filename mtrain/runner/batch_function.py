@@ -19,6 +19,7 @@ import functools
 import types
 from typing import Any, Callable, Dict
 
+from ..processors.contract import check_step_outputs
 from ..processors.to_device import to_device
 
 _FUNCTION_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
@@ -44,7 +45,6 @@ class BatchFunctionProcessor:
 
     def __call__(self, runner, batch: Any, train_mode: bool) -> Dict[str, Any]:
         outputs = self.fn(runner.model, to_device(batch, runner.device), train_mode=train_mode)
-        if not isinstance(outputs, dict):
-            raise TypeError(f'batch_processor {getattr(self.fn, "__name__", self.fn)} must return '
-                            f'a dict (loss, log_vars, num_samples), got {type(outputs).__name__}')
-        return outputs
+        who = f'batch_processor {getattr(self.fn, "__name__", self.fn)}'
+        return check_step_outputs(outputs, who, 'batch_processor', train_mode,
+                                  needs_loss=runner.optimizer_hook is not None)

@@ -14,6 +14,8 @@ import torch
 from mmengine.config import Config
 
 from .. import __version__
+from ..config_checks import val_phase_dataset
+from ..defaults import fill_runner_defaults
 from ..datasets import build_dataloader
 from ..hooks import DistSamplerSeedHook, EvalHook
 from ..hooks.evaluation import DIST_ONLY_KEYS
@@ -45,7 +47,8 @@ def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = No
         raise ConfigError("a dict of optimizers is stepped by the model's own train_step; set "
                           'optimizer_config=None', key='optimizer_config')
     workflow = _workflow(cfg)
-    data_loaders = [_loader(cfg, 'train' if mode == 'train' else 'val', seed) for mode, _ in workflow]
+    data_loaders = [_loader(cfg, 'train', seed) if mode == 'train' else
+                    _val_phase_loader(cfg, seed, logger) for mode, _ in workflow]
     processor = _batch_processor(cfg)
     runner = build(_runner_cfg(cfg), RUNNERS, 'runner', default_args=dict(
         model=model, optimizer=optimizer, batch_processor=processor, work_dir=work_dir,
@@ -66,7 +69,8 @@ def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = No
         datasets.setdefault('val', getattr(eval_hook.dataloader, 'dataset', None))
     train_loader = data_loaders[[mode for mode, _ in workflow].index('train')]
     run_preflight(Preflight(runner, {k: v for k, v in datasets.items() if v is not None},
-                            dict(cfg.model), _runner_cfg(cfg), _length(train_loader)))
+                            dict(cfg.model), _runner_cfg(cfg), _length(train_loader),
+                            train_loader))
     _resume_or_load(runner, cfg, trust_checkpoint)
     return runner, data_loaders, workflow
 
@@ -80,7 +84,7 @@ def build_dataset(cfg: Config, split: str) -> Any:
     return build(data[split], DATASETS, f'data.{split}')
 
 
-def _loader(cfg: Config, split: str, seed: Optional[int]) -> Any:
+def _loader(cfg: Config, split: str, seed: Optional[int], dataset: Any = None) -> Any:
     """mmcv/mmdet-2.x loader args: ``data.samples_per_gpu`` etc., then ``data.<split>_dataloader``."""
     data = cfg.data
     args: Dict[str, Any] = {k: v for k, v in data.items() if k not in (
@@ -90,11 +94,28 @@ def _loader(cfg: Config, split: str, seed: Optional[int]) -> Any:
     args['shuffle'] = split == 'train' and args.get('shuffle', True)
     args.update(data.get(f'{split}_dataloader', {}))
     try:
-        return build_dataloader(build_dataset(cfg, split), seed=seed, **args)
+        return build_dataloader(build_dataset(cfg, split) if dataset is None else dataset,
+                                seed=seed, **args)
     except ConfigError:
         raise  # already names its key (data.<split>.<arg>)
     except (TypeError, ValueError) as e:
         raise ConfigError(str(e), key=f'data.{split}_dataloader') from e
+
+
+def _val_phase_loader(cfg: Config, seed: Optional[int], logger) -> Any:
+    """The loader of a ``('val', N)`` workflow phase: ``data.val`` with the train pipeline.
+
+    mmdet 2.x's rule (:func:`~mtrain.config_checks.val_phase_dataset`); said once at start-up.
+    """
+    dataset_cfg = val_phase_dataset(_required(cfg, 'data'))
+    if dataset_cfg is None:
+        raise ConfigError("the workflow has a ('val', N) phase but the config has no data.val",
+                          key='data.val')
+    same = dataset_cfg.get('pipeline') == cfg.data.val.get('pipeline')
+    logger.info("workflow phase ('val', N) computes the losses on data.val, read with "
+                + ('its own pipeline' if same else "data.train's pipeline (as mmdet 2.x did)")
+                + '; the metrics come from `evaluation`')
+    return _loader(cfg, 'val', seed, build(dataset_cfg, DATASETS, 'data.val'))
 
 
 def build_test_loader(cfg: Config, seed: Optional[int] = None) -> Any:
@@ -104,8 +125,11 @@ def build_test_loader(cfg: Config, seed: Optional[int] = None) -> Any:
 
 def _eval_hook(cfg: Config, seed: Optional[int]) -> EvalHook:
     """DistEvalHook in a distributed run, else EvalHook without DistEvalHook's own keys."""
-    eval_cfg = dict(copy.deepcopy(cfg.evaluation))
-    eval_cfg.setdefault('by_epoch', _runner_cfg(cfg)['type'] != 'IterBasedRunner')
+    runner_type = _runner_cfg(cfg)['type']
+    runner_cls = RUNNERS.get(runner_type) if isinstance(runner_type, str) else runner_type
+    eval_cfg = fill_runner_defaults(runner_cls or runner_type,
+                                    dict(evaluation=dict(copy.deepcopy(cfg.evaluation))))
+    eval_cfg = eval_cfg['evaluation']  # by_epoch from the runner type, as mmdet 2.x's
     if get_dist_info()[1] > 1:
         eval_cfg.setdefault('type', 'DistEvalHook')
     else:

@@ -6,7 +6,7 @@ import torch
 
 from ..registry import RUNNERS
 from .base_runner import BaseRunner
-from .iter_loader import resume_batches
+from .data_pass import begin_pass
 
 
 @RUNNERS.register_module()
@@ -51,11 +51,12 @@ class EpochBasedRunner(BaseRunner):
         self.data_loader = data_loader
         self.call_hook('before_train_epoch')
         self._samples_per_gpu = getattr(data_loader, 'batch_size', None)
-        batches, start, note = resume_batches(data_loader, self._start_inner_iter,
-                                              self._resume_geometry)
-        self._start_inner_iter = 0
-        if note:
-            self.logger.warning(note)
+        batches, self._data_pass, notes = begin_pass(  # see runner/data_pass.py
+            data_loader, self._epoch, self._start_inner_iter, self._resume_geometry,
+            getattr(self, '_resume_data', None))
+        start, self._start_inner_iter, self._resume_data = self._data_pass.index, 0, None
+        for level, note in notes:
+            self.logger.log(level, note)
         for i, batch in enumerate(batches, start):
             self._inner_iter = i
             self.data_batch = batch

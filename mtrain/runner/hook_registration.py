@@ -14,20 +14,15 @@ hooks) and registers it at mmcv's priority::
     runner.register_hook_from_cfg(dict(type='MyHook', priority='LOW'))
 """
 
-import copy
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Tuple
 
 from ..hooks.hook import STAGES
 from ..utils import Priority
-from .training_hooks import build_custom_hooks, build_training_hooks
+from .training_hooks import build_custom_hooks, build_training_hooks, with_runner_defaults
 
 
 class HookRegistration:
     """The registration methods; the class using it provides ``register_hook`` and ``_hooks``."""
-
-    #: False in ``IterBasedRunner``: ``register_training_hooks`` then defaults
-    #: ``by_epoch=False`` in the checkpoint, lr and logger configs, as mmcv's does.
-    hooks_by_epoch = True
 
     def _register_all(self, pairs: Iterable[Tuple[Any, Any]]) -> None:
         for hook, priority in pairs:
@@ -37,17 +32,18 @@ class HookRegistration:
                                 checkpoint_config=None, log_config=None,
                                 momentum_config=None, timer_config=dict(type='IterTimerHook'),
                                 custom_hooks_config=None) -> None:
-        """Register the standard hooks from their config dicts (mmcv 1.x order)."""
-        if not self.hooks_by_epoch:
-            checkpoint_config, lr_config = _by_iter(checkpoint_config), _by_iter(lr_config)
-            if isinstance(log_config, dict):
-                log_config = dict(log_config, hooks=[_by_iter(h) for h in log_config.get(
-                    'hooks', [dict(type='TextLoggerHook')])])
+        """Register the standard hooks from their config dicts (mmcv 1.x order).
+
+        The checkpoint, lr, momentum and logger configs take this runner
+        type's ``by_epoch`` where they leave it out (:mod:`mtrain.defaults`:
+        ``False`` under ``IterBasedRunner``, as mmcv's).
+        """
+        configs = with_runner_defaults(type(self), lr_config=lr_config,
+                                       checkpoint_config=checkpoint_config,
+                                       log_config=log_config, momentum_config=momentum_config)
         self._register_all(build_training_hooks(
-            lr_config=lr_config, optimizer_config=optimizer_config,
-            checkpoint_config=checkpoint_config, log_config=log_config,
-            momentum_config=momentum_config, timer_config=timer_config,
-            custom_hooks_config=custom_hooks_config))
+            optimizer_config=optimizer_config, timer_config=timer_config,
+            custom_hooks_config=custom_hooks_config, **configs))
 
     def register_lr_hook(self, lr_config) -> None:
         self._register_all(build_training_hooks(lr_config=lr_config, timer_config=None))
@@ -91,15 +87,6 @@ class HookRegistration:
             if names:
                 lines.append(f'{stage}:\n' + '\n'.join(names) + '\n -------------------- ')
         return '\n'.join(lines)
-
-
-def _by_iter(cfg: Optional[Any]) -> Optional[Any]:
-    """A copy of the hook config dict ``cfg`` with ``by_epoch=False`` unless it says otherwise."""
-    if not isinstance(cfg, dict):
-        return cfg
-    cfg = copy.copy(cfg)
-    cfg.setdefault('by_epoch', False)
-    return cfg
 
 
 def _priority_name(value: int) -> str:

@@ -8,7 +8,6 @@ from ..registry import RUNNERS
 from .base_runner import BaseRunner
 from .epoch_based_runner import _check_workflow
 from .iter_loader import IterLoader
-from .training_hooks import iter_based_defaults
 
 
 @RUNNERS.register_module()
@@ -19,23 +18,12 @@ class IterBasedRunner(BaseRunner):
     As in mmcv 1.x, ``before_epoch``/``after_epoch`` are called once around
     the whole run and the ``*_train_epoch`` points are not called.
     ``register_training_hooks`` defaults ``by_epoch=False`` on checkpoints,
-    loggers and lr/momentum schedules (as mmcv 1.x); a schedule given
+    loggers and lr/momentum schedules (as mmcv 1.x; the table is
+    :mod:`mtrain.defaults`); a schedule given
     ``by_epoch=True`` follows ``runner.epoch``, the passes over the loader.
     """
 
     default_ckpt_tmpl = 'iter_{}.pth'
-    hooks_by_epoch = False  # register_training_hooks: by_epoch=False defaults, as mmcv
-
-    def register_training_hooks(self, lr_config=None, optimizer_config=None,
-                                checkpoint_config=None, log_config=None,
-                                momentum_config=None, timer_config=dict(type='IterTimerHook'),
-                                custom_hooks_config=None) -> None:
-        """As the base runner's, with ``by_epoch=False`` unless a config sets it."""
-        super().register_training_hooks(
-            optimizer_config=optimizer_config, timer_config=timer_config,
-            custom_hooks_config=custom_hooks_config,
-            **iter_based_defaults(lr_config=lr_config, checkpoint_config=checkpoint_config,
-                                  log_config=log_config, momentum_config=momentum_config))
 
     def run(self, data_loaders: Sequence[Any], workflow: List[Tuple[str, int]],
             max_iters: int = None) -> None:
@@ -47,10 +35,11 @@ class IterBasedRunner(BaseRunner):
         self.logger.info(f'Start running, work_dir: {self.work_dir}, workflow: {workflow}, '
                          f'max: {self._max_iters} iters')
         self.call_hook('before_run')
-        loaders = [IterLoader(loader, self._epoch, self._start_inner_iter, self._resume_geometry)
-                   if mode == 'train' else IterLoader(loader)
+        resumed = (self._epoch, self._start_inner_iter, self._resume_geometry,
+                   getattr(self, '_resume_data', None))
+        loaders = [IterLoader(loader, *resumed) if mode == 'train' else IterLoader(loader)
                    for (mode, _), loader in zip(workflow, data_loaders)]
-        self._start_inner_iter = 0
+        self._start_inner_iter, self._resume_data = 0, None
         try:
             self.call_hook('before_epoch')
             while self._iter < self._max_iters and not self.should_stop:
@@ -69,11 +58,13 @@ class IterBasedRunner(BaseRunner):
         self.model.train()
         self.mode = 'train'
         self.data_loader = data_loader
+        self._epoch = data_loader.epoch  # read before the batch, as mmcv (a new pass shows next)
         batch = next(data_loader)
-        if data_loader.resume_note:
-            self.logger.warning(data_loader.resume_note)
-            data_loader.resume_note = None
-        self._epoch = data_loader.epoch
+        if data_loader.resume_notes:
+            for level, note in data_loader.resume_notes:
+                self.logger.log(level, note)
+            data_loader.resume_notes.clear()
+        self._data_pass = data_loader.data_pass
         self._samples_per_gpu = data_loader.batch_size
         self.data_batch = batch
         self.call_hook('before_train_iter')

@@ -1,19 +1,23 @@
 """Logged values, kept as they come until a log line is due.
 
 ``update`` only appends references: a device tensor is not read (nothing
-waits for the GPU) and no arithmetic runs per iteration. ``average`` reads
-an interval's tensors back with one ``stack`` and one host transfer for all
-keys, and takes the weighted means on the host (``math.fsum``, exact to the
-last bit of float64). Memory is bounded: an interval's values are dropped
-once averaged, and a key that nobody averages is folded into one entry every
-``max_pending`` updates. A hook that must see every value of a key (the NaN
-guard, every loss) ``watch``-es it instead of keeping its own copies: it is
-shown the values as they leave, at ``average`` already read back to the host.
+waits for the GPU) and no arithmetic runs per iteration. ``average_interval``
+(each log line) reads an interval's tensors back with one ``stack`` and one
+host transfer for all keys, and takes the weighted means on the host
+(``math.fsum``, exact to the last bit of float64). The host values then join
+mmcv's history (``val_history`` / ``n_history``, what ``average(n)`` of mmcv
+1.7.2 averages over, emptied by ``clear``). Memory is bounded: the history
+keeps each key's latest ``max_pending`` values, and a key that nobody averages
+is folded into one entry every ``max_pending`` updates. A hook that must see
+every value of a key (the NaN guard, every loss) ``watch``-es it instead of
+keeping its own copies: it is shown the values as they leave, at an average
+already read back to the host.
 """
 
 import math
 import operator
-from typing import Any, Callable, Dict, List, Tuple, Union
+from collections import OrderedDict
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -25,10 +29,15 @@ Watcher = Callable[[List[Number], Union[float, None]], None]
 
 
 class LogBuffer:
-    """Values logged since the last ``average``, and the last averages.
+    """Values logged since the last ``average``, their history, and the last averages.
 
-    ``output`` holds what the last ``average`` produced plus whatever hooks put
-    there (e.g. evaluation metrics); ``ready`` tells logger hooks to write it.
+    mmcv 1.7.2's API means what it meant there: ``update(vars, count)``,
+    ``val_history`` / ``n_history`` (every value and count since ``clear``),
+    ``average(n)`` (the weighted mean of each key's latest ``n`` values, all
+    with ``n=0``), ``output`` (what the last average produced plus whatever
+    hooks put there, e.g. evaluation metrics), ``ready`` (tells logger hooks to
+    write it), ``clear`` and ``clear_output``. mtrain's loggers call
+    ``average_interval`` (the values since the last line, reduced over ranks).
     """
 
     max_pending = 4096
@@ -39,6 +48,9 @@ class LogBuffer:
         self._sources: List[Source] = []
         self._watchers: Dict[str, List[Watcher]] = {}
         self._shown: Dict[str, int] = {}  # leading values of a key watchers have seen (folds)
+        # Host values averaged since clear(), oldest first (val_history / n_history).
+        self._past: Dict[str, List[float]] = {}
+        self._past_n: Dict[str, List[int]] = {}
         self.output: Dict[str, Any] = {}
         self.ready = False
 
@@ -115,42 +127,103 @@ class LogBuffer:
                                             device=stacked.device)).sum()
         return (total + numbers if numbers else total), sum(counts)
 
-    def average(self, reduce_fn=None) -> None:
+    def average(self, n: Union[int, Callable, None] = 0, reduce_fn=None) -> None:
+        """mmcv's ``average(n)``: each key's weighted mean over its last ``n`` values.
+
+        ``n=0`` (the default): over every value since :meth:`clear`, as mmcv
+        1.7.2. The pending values move into :attr:`val_history` (watchers see
+        them leave). ``reduce_fn`` combines the window's ``(sum, count)`` over
+        ranks before dividing, as in :meth:`average_interval`. A callable or
+        None as the first argument is the older spelling of
+        :meth:`average_interval`.
+        """
+        if n is None or callable(n):
+            return self.average_interval(n)
+        assert n >= 0, f'average(n) takes the number of latest values, not {n}'  # mmcv's check
+        self._take(reduce_fn)
+        totals = {key: _weighted(values[-n:], self._past_n[key][-n:])
+                  for key, values in self._past.items()}
+        if reduce_fn is not None:
+            totals = reduce_fn(totals)
+        self.output.update((key, total / count) for key, (total, count) in totals.items())
+        self.ready = True
+
+    def average_interval(self, reduce_fn=None) -> None:
         """Put the weighted mean of every key since the last average into ``output``.
 
-        Calling it again before new updates leaves ``output`` as it is, so
-        several logger hooks can each ask for the same interval's values.
+        What mtrain's logger hooks call at each log line. Calling it again
+        before new updates leaves ``output`` as it is, so several logger hooks
+        can each ask for the same interval's values.
 
         Args:
             reduce_fn: optional ``fn({key: (sum, count)}) -> {key: (sum, count)}``
                 combining the sums and counts before dividing (over ranks:
                 :func:`mtrain.utils.dist.sum_by_key`, one collective for all keys).
         """
+        totals = self._take(reduce_fn)
+        if totals is None:  # already averaged (all ranks agree: they all log)
+            return
+        self.output.update((key, total / count) for key, (total, count) in totals.items())
+        self.ready = True
+
+    def _take(self, reduce_fn=None) -> Optional[Dict[str, Tuple[float, int]]]:
+        """Move the values since the last average into the history; their (reduced) totals.
+
+        The tensors are read back with one ``stack`` and one host transfer for
+        all keys; watchers are shown the values with their all-rank total.
+        None when nothing was logged since.
+        """
         keys = list(self._values)
         sourced = [source() for source in self._sources]
-        if not keys and not any(sourced):  # already averaged (all ranks agree: they all log)
-            return
+        if not keys and not any(sourced):
+            return None
         values = self._read_back(keys)
         totals = {}
         for sums in sourced:
             totals.update(sums)
+        for key, (total, count) in list(totals.items()):
+            if count:  # a timing's interval: one entry of the history
+                self._remember(key, [total / count], [count])
         for key in keys:
-            weights = self._counts[key]
-            if weights.count(weights[0]) == len(weights):  # the usual case: a fixed batch size
-                total = _fsum(values[key]) * weights[0]
-            else:
-                total = _fsum(list(map(operator.mul, values[key], weights)))
-            totals[key] = (total, sum(weights))
+            totals[key] = _weighted(values[key], self._counts[key])
+            self._remember(key, values[key], self._counts[key])
         if reduce_fn is not None:
             totals = reduce_fn(totals)
         for key in keys:
             if key in self._watchers:
                 self._show(key, values[key], totals[key][0])
-        self.output.update((key, total / count) for key, (total, count) in totals.items())
-        self.ready = True
         self._values.clear()
         self._counts.clear()
         self._shown.clear()
+        return totals
+
+    def _remember(self, key: str, values: List[float], counts: List[int]) -> None:
+        past, past_n = self._past.setdefault(key, []), self._past_n.setdefault(key, [])
+        past += values
+        past_n += counts
+        if len(past) > self.max_pending:  # bounded: the latest max_pending values
+            del past[:-self.max_pending], past_n[:-self.max_pending]
+
+    @property
+    def val_history(self) -> 'OrderedDict[str, List[float]]':
+        """mmcv's: every key's values since :meth:`clear`, oldest first (host numbers).
+
+        The values not yet averaged are read back to the host for it (a host
+        sync, at the reader's request). At most ``max_pending`` per key are
+        kept; a timing contributes one value per log interval (its mean).
+        """
+        pending = self._read_back(list(self._values))
+        return OrderedDict((key, self._past.get(key, []) + list(pending.get(key, [])))
+                           for key in self._history_keys())
+
+    @property
+    def n_history(self) -> 'OrderedDict[str, List[int]]':
+        """mmcv's: the count (``num_samples``) of each value in :attr:`val_history`."""
+        return OrderedDict((key, self._past_n.get(key, []) + self._counts.get(key, []))
+                           for key in self._history_keys())
+
+    def _history_keys(self) -> List[str]:
+        return list(dict.fromkeys([*self._past, *self._values]))
 
     def _read_back(self, keys: List[str]) -> Dict[str, List[Number]]:
         """Every key's values as host numbers, the tensors read in one transfer."""
@@ -176,6 +249,8 @@ class LogBuffer:
         self._shown.clear()
         self._values.clear()
         self._counts.clear()
+        self._past.clear()
+        self._past_n.clear()
         for source in self._sources:
             source()  # its sums since the last average are dropped too
         self.clear_output()
@@ -196,6 +271,13 @@ class LogBuffer:
         self._values = {k: [v] for k, v in state.get('values', {}).items()}
         self._shown = dict.fromkeys(self._values, 1)  # seen before the checkpoint was written
         self._counts = {k: [c] for k, c in state.get('counts', {}).items()}
+
+
+def _weighted(values: List[float], counts: List[int]) -> Tuple[float, int]:
+    """``(sum of value * count, sum of counts)`` of host numbers, exactly rounded."""
+    if counts.count(counts[0]) == len(counts):  # the usual case: a fixed batch size
+        return _fsum(values) * counts[0], counts[0] * len(counts)
+    return _fsum(list(map(operator.mul, values, counts))), sum(counts)
 
 
 def _fsum(values: List[float]) -> float:

@@ -18,8 +18,12 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import numpy as np
 import torch
 
+from torch.nn.utils import clip_grad_norm_
+
 from ..datasets import dataset_num_classes
 from ..utils import ConfigError
+from ..utils.errors import did_you_mean
+from .collate_check import collate_problem
 from .base_runner import BaseRunner
 from .iter_based_runner import IterBasedRunner
 
@@ -34,12 +38,14 @@ class Preflight:
         model_cfg: ``cfg.model`` (read for ``num_classes``, ``head.num_classes``).
         runner_cfg: ``cfg.runner`` with its ``type`` filled in.
         iters_per_epoch: length of the train loader (to convert epochs and iterations).
+        train_loader: the train loader (its ``collate_fn`` batches the items).
     """
     runner: BaseRunner
     datasets: Dict[str, Any]
     model_cfg: Dict[str, Any] = field(default_factory=dict)
     runner_cfg: Dict[str, Any] = field(default_factory=dict)
     iters_per_epoch: Optional[int] = None
+    train_loader: Any = None
 
 
 def run_preflight(state: Preflight) -> None:
@@ -140,6 +146,47 @@ def _rng_untouched() -> Iterator[None]:
         torch.set_rng_state(states[2])
 
 
+def check_items_collate(state: Preflight) -> None:
+    """The train loader's ``collate_fn`` batches two items without error, metas as a list.
+
+    Reads ``dataset[0]`` and ``dataset[1]`` (the RNG restored) and collates
+    them as the loader would; see :mod:`.collate_check`.
+    """
+    loader = state.train_loader
+    dataset = getattr(loader, 'dataset', None)
+    if dataset is None or not hasattr(dataset, '__getitem__'):
+        return
+    try:
+        with _rng_untouched():
+            items = [dataset[i] for i in range(min(2, len(dataset)))]
+    except Exception:  # noqa: BLE001 - the loader reports its own errors with context
+        return
+    if items:
+        collate_problem(items, getattr(loader, 'collate_fn', None), type(dataset).__name__)
+
+
+def check_grad_clip(state: Preflight) -> None:
+    """``optimizer_config.grad_clip`` keys are ``clip_grad_norm_``'s arguments.
+
+    mmcv 1.x passes them as keywords: a typo (``norm_typ``) is torch's
+    ``TypeError`` at the first update otherwise.
+    """
+    grad_clip = getattr(state.runner.optimizer_hook, 'grad_clip', None)
+    if not isinstance(grad_clip, dict):
+        return
+    accepted = [p for p in inspect.signature(clip_grad_norm_).parameters if p != 'parameters']
+    for key in grad_clip:
+        if key not in accepted:
+            raise ConfigError(f"'{key}' is not an argument of torch.nn.utils.clip_grad_norm_."
+                              f"{did_you_mean(key, accepted)} Accepted: {', '.join(accepted)}.",
+                              key=f'optimizer_config.grad_clip.{key}')
+    if 'max_norm' not in grad_clip:
+        raise ConfigError('grad_clip needs max_norm, e.g. grad_clip=dict(max_norm=35, '
+                          'norm_type=2); grad_clip=None turns clipping off',
+                          key='optimizer_config.grad_clip')
+
+
 #: The checks :func:`run_preflight` runs, in order.
 CHECKS: List[Callable[[Preflight], None]] = [
-    check_run_length, check_num_classes, check_items_carry_labels]
+    check_run_length, check_num_classes, check_items_carry_labels, check_grad_clip,
+    check_items_collate]

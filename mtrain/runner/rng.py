@@ -7,15 +7,15 @@ import numpy as np
 import torch
 
 
-def get_rng_state() -> Dict[str, Any]:
-    """Python, numpy, torch CPU and CUDA RNG states as tensors/lists/numbers."""
+def get_rng_state(devices: bool = True) -> Dict[str, Any]:
+    """Python, numpy, torch CPU and (``devices``) CUDA RNG states as tensors/lists/numbers."""
     np_state = np.random.get_state()
     state = {
         'python': _to_lists(random.getstate()),
         'numpy': [np_state[0], np_state[1].tolist(), *np_state[2:]],
         'torch': torch.get_rng_state(),
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if devices and torch.cuda.is_available() and torch.cuda.is_initialized():
         state['cuda'] = torch.cuda.get_rng_state_all()
     return state
 

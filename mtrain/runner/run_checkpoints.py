@@ -51,6 +51,8 @@ class RunnerCheckpoints:
             'log_buffer': self.log_buffer.state_dict(),
             'rng': get_rng_state(),
         }
+        if getattr(self, '_data_pass', None) is not None:  # what ordered the pass (data_pass.py)
+            ckpt['data'] = self._data_pass.checkpoint(progress['epoch'], progress['inner_iter'])
         if save_optimizer and self.optimizer is not None:
             ckpt['optimizer'] = optimizer_state(self.model, self.optimizer)
         if copy:  # every tensor copied to the host once, GPU or not
@@ -174,6 +176,7 @@ class RunnerCheckpoints:
         self._resume_point = (progress['epoch'], progress['inner_iter'], progress['iter'])
         self.num_updates = progress['num_updates']
         self._resume_geometry = saved_geometry(progress, self.world_size, self.logger)
+        self._resume_data = ckpt.get('data')
         self.meta.setdefault('hook_msgs', {}).update(ckpt.get('meta', {}).get('hook_msgs', {}))
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
             load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])

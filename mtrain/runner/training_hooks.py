@@ -12,6 +12,7 @@ import copy
 import inspect
 from typing import Any, Dict, List, Tuple
 
+from ..defaults import fill_runner_defaults
 from ..hooks import Hook
 from ..registry import HOOKS, build
 from ..utils import get_priority
@@ -44,29 +45,25 @@ def build_training_hooks(lr_config=None, optimizer_config=None, checkpoint_confi
     return hooks
 
 
-def iter_based_defaults(lr_config=None, checkpoint_config=None, log_config=None,
-                        momentum_config=None) -> Dict[str, Any]:
-    """The hook configs with ``by_epoch=False`` where not given (``IterBasedRunner``).
+def with_runner_defaults(runner_type: Any, **configs: Any) -> Dict[str, Any]:
+    """The hook configs with the runner type's ``by_epoch`` where not given.
 
-    As mmcv 1.x's ``IterBasedRunner.register_training_hooks``: an iteration run
-    has no epoch ends, so checkpoints, log lines and schedules count
-    iterations unless a config says otherwise. mmcv leaves ``momentum_config``
-    out; mtrain defaults it too, so a paired lr/momentum schedule counts one
-    unit (docs/migration.md). Hooks given as objects, and hook types without a
-    ``by_epoch`` argument (``TorchLrUpdaterHook``), are left as they are.
-    Returns new dicts; the configs passed in are not changed.
+    The defaults come from :mod:`mtrain.defaults` (the table the converter
+    reads too): ``by_epoch=False`` under ``IterBasedRunner``, as mmcv 1.x's
+    ``IterBasedRunner.register_training_hooks``. Hooks given as objects, and
+    hook types without a ``by_epoch`` argument (``policy='Torch'``), are left
+    as they are. Returns new dicts; the configs passed in are not changed.
     """
-    def iter_default(cfg):
-        if not isinstance(cfg, dict) or not _takes_by_epoch(cfg.get('type')):
-            return cfg
-        return dict(copy.deepcopy(cfg), by_epoch=cfg.get('by_epoch', False))
+    return fill_runner_defaults(runner_type, configs, _config_takes_by_epoch)
 
-    if isinstance(log_config, dict):
-        log_config = dict(copy.deepcopy(log_config))
-        log_config['hooks'] = [iter_default(info) for info in
-                               log_config.get('hooks', [dict(type='TextLoggerHook')])]
-    return dict(lr_config=iter_default(lr_config), checkpoint_config=iter_default(checkpoint_config),
-                log_config=log_config, momentum_config=iter_default(momentum_config))
+
+def _config_takes_by_epoch(cfg: Dict[str, Any]) -> bool:
+    policy = cfg.get('policy')
+    if 'type' not in cfg and isinstance(policy, str):
+        name = policy.title() if policy == policy.lower() else policy
+        return any(_takes_by_epoch(name + suffix) for suffix in
+                   ('LrUpdaterHook', 'MomentumUpdaterHook') if HOOKS.get(name + suffix))
+    return _takes_by_epoch(cfg.get('type'))
 
 
 def _takes_by_epoch(hook_type: Any) -> bool:

@@ -145,15 +145,19 @@ def _backend(backend: Optional[str]) -> str:
     return backend
 
 
-def report_failure(error: Union[BaseException, str]) -> None:
+def report_failure(error: Union[BaseException, str], quiet: bool = False) -> bool:
     """Tell every other rank that this one failed with ``error``; they exit too.
 
     The first report of a job wins; a no-op outside a distributed run.
+    Returns whether this rank's error is the job's first (always True outside
+    a distributed run): a user mistake every rank hits is then printed once.
+    ``quiet``: a rank that was not first says nothing about the first error.
     """
-    if _watch is not None:
-        message = f'{type(error).__name__}: {error}' if isinstance(error, BaseException) \
-            else str(error)
-        _watch.report(message)
+    if _watch is None:
+        return True
+    message = f'{type(error).__name__}: {error}' if isinstance(error, BaseException) \
+        else str(error)
+    return _watch.report(message, quiet)
 
 
 def destroy_dist() -> None:
@@ -192,27 +196,29 @@ class _FailureWatch:
                                         daemon=True)
         self._thread.start()
 
-    def report(self, message: str) -> None:
+    def report(self, message: str, quiet: bool = False) -> bool:
         self._stopped.set()  # this rank is the one failing: it exits with its own error
         ours = f'rank {self.rank} failed: {message}'
         try:
             first = self.store.compare_set(_FAILED_KEY, '', ours).decode(errors='replace')
         except Exception:  # noqa: BLE001 - the store may be gone; the launcher takes over
-            return
+            return True
         if first != ours:  # this error is most likely a consequence of the first one
             self._acknowledge()
-            sys.stderr.write(f'[mtrain] rank {self.rank}: {first} (before this rank\'s '
-                             'error below)\n')
-            sys.stderr.flush()
-            return
+            if not quiet:
+                sys.stderr.write(f'[mtrain] rank {self.rank}: {first} (before this rank\'s '
+                                 'error below)\n')
+                sys.stderr.flush()
+            return False
         deadline = time.monotonic() + 3 * self.interval
         while time.monotonic() < deadline:
             try:
                 if self.store.add(_SEEN_KEY, 0) >= self.world_size - 1:
-                    return
+                    break
             except Exception:  # noqa: BLE001
-                return
+                break
             time.sleep(0.05)
+        return True
 
     def _acknowledge(self) -> None:
         try:

@@ -2,11 +2,12 @@
 
 import logging
 import sys
-from typing import Optional
+from typing import Optional, Union
 
 from .dist import get_dist_info
 
 _FORMAT = '%(asctime)s - %(name)s - %(levelname)s - %(message)s'
+_initialized = set()  # logger names get_logger configured (print_log reuses them as they are)
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -47,13 +48,38 @@ def get_logger(name: str = 'mtrain', log_file: Optional[str] = None,
         file_handler.setFormatter(logging.Formatter(_FORMAT))
         logger.addHandler(file_handler)
     logger.setLevel(log_level if rank == 0 else logging.ERROR)
+    _initialized.add(name)
     return logger
 
 
-def print_log(msg: str, logger: Optional[logging.Logger] = None,
+def print_log(msg: str, logger: Union[logging.Logger, str, None] = None,
               level: int = logging.INFO) -> None:
-    """Log through ``logger`` or print when there is none."""
+    """Print or log ``msg``, as mmcv 1.x's ``print_log``.
+
+    Args:
+        msg: the message.
+        logger: ``None``: ``print``; a ``logging.Logger``: log through it;
+            ``'silent'``: nothing; any other name (``'root'``, ``'mmcv'``,
+            ``'mtrain'``...): the logger of that name, configured by
+            :func:`get_logger` on first use unless it (or a parent whose name
+            it starts with) already was.
+        level: the logging level.
+
+    Raises:
+        TypeError: ``logger`` is none of those.
+    """
     if logger is None:
         print(msg)
-    else:
+    elif isinstance(logger, logging.Logger):
         logger.log(level, msg)
+    elif logger == 'silent':
+        pass
+    elif isinstance(logger, str):
+        if any(logger.startswith(name) for name in _initialized):
+            named = logging.getLogger(logger)
+        else:
+            named = get_logger(logger)
+        named.log(level, msg)
+    else:
+        raise TypeError('logger should be a logging.Logger, a logger name, "silent" or None, '
+                        f'not {type(logger).__name__}')

@@ -44,17 +44,23 @@ class CvToyData(Dataset):
         return {'img': self.x[i], 'gt_label': self.y[i]}
 
 
-def _layers() -> nn.Sequential:
+def _layers(kind: str = 'plain') -> nn.Sequential:
+    """``'plain'``: Linear → BN → Linear; ``'paramwise'`` adds a depth-wise conv with a bias
+    and a GroupNorm, every kind of parameter the two frameworks' paramwise rules tell apart."""
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+    if kind == 'plain':
+        return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+    return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Unflatten(1, (8, 1, 1)),
+                         nn.Conv2d(8, 8, 1, groups=8), nn.GroupNorm(2, 8), nn.Flatten(),
+                         nn.Linear(8, 2))
 
 
 class CvToyNet(nn.Module):
     """mtrain's model contract: forward(img, gt_label) → a dict of losses when training."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str = 'plain') -> None:
         super().__init__()
-        self.net = _layers()
+        self.net = _layers(kind)
 
     def forward(self, img, gt_label=None):
         logits = self.net(img)
@@ -66,9 +72,9 @@ class CvToyNet(nn.Module):
 class EngineToyNet(BaseModel):
     """The same network behind mmengine's BaseModel contract."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str = 'plain') -> None:
         super().__init__()
-        self.net = _layers()
+        self.net = _layers(kind)
 
     def forward(self, img, gt_label=None, mode='loss'):
         return {'loss': nn.functional.cross_entropy(self.net(img), gt_label)}
@@ -130,7 +136,8 @@ class _one_thread:
 def run_mtrain(runtime: Dict[str, Any], work_dir: str, **overrides: Any) -> Trace:
     """mtrain on an mmcv 1.x (or, converted in memory, an mmengine) runtime section.
 
-    ``overrides`` are mtrain (mmcv 1.x) keys set last, e.g. ``resume_from``.
+    ``overrides`` are mtrain (mmcv 1.x) keys set last, e.g. ``resume_from``. A
+    ``net`` key picks the network (:func:`_layers`), on both sides.
     """
     with _one_thread():
         return _run_mtrain(runtime, work_dir, overrides)
@@ -138,12 +145,13 @@ def run_mtrain(runtime: Dict[str, Any], work_dir: str, **overrides: Any) -> Trac
 
 def _run_mtrain(runtime: Dict[str, Any], work_dir: str, overrides: Dict[str, Any]) -> Trace:
     cfg = copy.deepcopy(runtime)
+    model = dict(type='CvToyNet', kind=cfg.pop('net', 'plain'))
     if 'optim_wrapper' in cfg:  # mmengine schema: what tools/train.py does at load time
         cfg['train_dataloader'] = dict(batch_size=8, num_workers=0, dataset=dict(
             type='CvToyData'), sampler=dict(type='DefaultSampler', shuffle=False))
-        cfg = for_training(dict(model=_TOY['model'], **cfg))
+        cfg = for_training(dict(model=model, **cfg))
     else:
-        cfg.update(copy.deepcopy(_TOY))
+        cfg.update(copy.deepcopy(_TOY), model=model)
     cfg.setdefault('log_config', None)
     cfg.update(checkpoint_config=None, nan_policy=None, device='cpu')
     cfg.update(overrides)
@@ -172,7 +180,8 @@ def _run_mmengine(runtime: Dict[str, Any], work_dir: str) -> Trace:
     by_iter = train_cfg.get('type') == 'IterBasedTrainLoop' or not train_cfg.get('by_epoch', True)
     sampler = InfiniteSampler(data, shuffle=False) if by_iter else None
     runner = Runner(
-        model=EngineToyNet(), work_dir=work_dir, experiment_name=f'cvtest{next(_RUNS)}',
+        model=EngineToyNet(runtime.get('net', 'plain')), work_dir=work_dir,
+        experiment_name=f'cvtest{next(_RUNS)}',
         train_dataloader=DataLoader(data, batch_size=8, sampler=sampler),
         optim_wrapper=copy.deepcopy(runtime['optim_wrapper']),
         param_scheduler=copy.deepcopy(runtime.get('param_scheduler')) or None,

@@ -13,8 +13,11 @@ from mtrain.config_convert import to_mmcv, to_mmengine
 
 SGD = dict(type='SGD', lr=0.02, momentum=0.9, weight_decay=1e-4)
 ADAMW = dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999), weight_decay=0.05)
-# AdamW classification recipe: no decay on norms and biases, a slower head.
-PARAMWISE = dict(norm_decay_mult=0., bias_decay_mult=0., custom_keys={'3.': dict(lr_mult=0.1)})
+# AdamW classification recipe: no decay on norms, biases and depth-wise convs, a slower head
+# (with dwconv_decay_mult unset, mmengine's bias rule would reach depth-wise conv biases
+# first: lossy, see test_paramwise.py).
+PARAMWISE = dict(norm_decay_mult=0., bias_decay_mult=0., dwconv_decay_mult=0.,
+                 custom_keys={'3.': dict(lr_mult=0.1)})
 
 
 def epochs(n):
@@ -63,6 +66,13 @@ MMCV = {
     'momentum_step_adamw': dict(
         optimizer=ADAMW, lr_config=dict(policy='exp', gamma=0.9),
         momentum_config=dict(policy='step', step=[2, 4]), runner=epochs(5)),
+    # Issue 23 item 6: exact translations the converter once called lossy.
+    'exp_warmup_under_step': dict(optimizer=SGD, lr_config=dict(
+        policy='step', step=[2, 3], warmup='exp', warmup_iters=12, warmup_ratio=0.01),
+        runner=epochs(4)),
+    'cosine_restart_floor_and_weights': dict(optimizer=SGD, lr_config=dict(
+        policy='CosineRestart', periods=[2, 3], restart_weights=[1, 0.6], min_lr=2e-3),
+        runner=epochs(5)),
     'gradient_accumulation': dict(
         optimizer=SGD, optimizer_config=dict(type='GradientCumulativeOptimizerHook',
                                              cumulative_iters=2, grad_clip=dict(max_norm=1.)),
@@ -107,6 +117,15 @@ ENGINE = {
                  by_epoch=True),
             dict(type='MultiStepMomentum', milestones=[2, 4], gamma=0.9, by_epoch=True)],
         train_cfg=dict(by_epoch=True, max_epochs=5)),
+    # mmdet3d style: iteration warmup + floored cosine by epoch (exact in mtrain directly;
+    # to the mmcv schema lossy unless the warmup ends in epoch 1, see test_schedules.py).
+    'warmup_cosine_floor': dict(
+        optim_wrapper=dict(type='OptimWrapper', optimizer=SGD),
+        param_scheduler=[
+            dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=13),
+            dict(type='CosineAnnealingLR', T_max=6, eta_min=2e-4, by_epoch=True, begin=0,
+                 end=6)],
+        train_cfg=dict(by_epoch=True, max_epochs=6)),
     'accumulation_exponential': dict(
         optim_wrapper=dict(type='OptimWrapper', optimizer=SGD, accumulative_counts=2),
         param_scheduler=[

@@ -220,7 +220,10 @@ def test_real_runners_agree_with_accumulation(make_runner, toy_loader, by_epoch)
     runner.run([toy_loader], [('train', 1)])
     assert [u for u, _, _ in record.rows] == [i // 2 for i in range(24)]
     warmup = [0.1 * (1 - (1 - i / 8) * 0.5) for i in range(8)]  # one epoch, by iteration
-    assert [lr for _, lr, _ in record.rows] == pytest.approx(warmup + [0.05] * 8 + [0.025] * 8)
+    # Under IterBasedRunner runner.epoch (which a by-epoch step follows) moves at the second
+    # iteration of a pass: mmcv 1.7.2 reads it before fetching the batch.
+    steps = [0.05] * 8 + [0.025] * 8 if by_epoch else [0.1] + [0.05] * 8 + [0.025] * 7
+    assert [lr for _, lr, _ in record.rows] == pytest.approx(warmup + steps)
     assert record.rows[-1][2] == pytest.approx(
         0.45 + 0.225 * (1 + math.cos(math.pi * 23 / 24)))
 

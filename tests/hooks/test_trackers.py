@@ -39,17 +39,26 @@ def train():
     return runpy.run_path(osp.join(ROOT, 'tools', 'train.py'), run_name='tracker_train')['main']
 
 
-def _train_and_resume(train, work_dir, hook):
-    """Epoch 1, then epoch 2 resumed from epoch_1.pth; the .log.json lines of both runs."""
+def _train_and_resume(train, work_dir, hook, resume_from='epoch_1.pth'):
+    """Epoch 1, then epoch 2 resumed from ``resume_from``; the .log.json lines of both runs.
+
+    ``resume_from='iter_3.pth'``: as a run that crashed after iteration 6 and
+    resumes from its last checkpoint, mid-epoch (the tracker holds steps
+    past it). Checkpoints every 3 iterations then. None: epoch 1 only.
+    """
     os.makedirs(work_dir, exist_ok=True)
     config = osp.join(work_dir, 'digits_tracker.py')
+    every = ('checkpoint_config = dict(interval=3, by_epoch=False)\n'
+             if (resume_from or '').startswith('iter_') else '')
     with open(config, 'w') as f:
         f.write(f'_base_ = {DIGITS!r}\ndata = dict(samples_per_gpu=256)\n'
-                'runner = dict(max_epochs=1)\n'
+                f'runner = dict(max_epochs=1)\n{every}'
                 f"log_config = dict(interval=2, hooks=[dict(type='TextLoggerHook'), {hook!r}])\n")
     assert train([config, '--work-dir', work_dir]) == 0
-    assert train([config, '--work-dir', work_dir, '--resume-from',
-                  osp.join(work_dir, 'epoch_1.pth'), '--cfg-options', 'runner.max_epochs=2']) == 0
+    if resume_from is not None:
+        assert train([config, '--work-dir', work_dir, '--resume-from',
+                      osp.join(work_dir, resume_from), '--cfg-options',
+                      'runner.max_epochs=2']) == 0
     lines = []
     for name in sorted(n for n in os.listdir(work_dir) if n.endswith('.log.json')):
         with open(osp.join(work_dir, name)) as f:
@@ -58,9 +67,13 @@ def _train_and_resume(train, work_dir, hook):
 
 
 def _expected(lines):
-    """The text log's values by tracker tag, at the global iteration."""
-    train = [r for r in lines if r['mode'] == 'train']
-    val = [r for r in lines if r['mode'] == 'val']
+    """The text log's values by tracker tag, at the global iteration (the last line of each).
+
+    A run resumed mid-epoch logs again the lines past its checkpoint that the
+    crashed run logged: the same values, on the CPU (a bitwise resume).
+    """
+    train = list({(r['epoch'], r['iter']): r for r in lines if r['mode'] == 'train'}.values())
+    val = list({r['epoch']: r for r in lines if r['mode'] == 'val'}.values())
     return {'train/loss': [((r['epoch'] - 1) * 6 + r['iter'], r['loss']) for r in train],
             'learning_rate': [((r['epoch'] - 1) * 6 + r['iter'], r['lr']) for r in train],
             'val/accuracy': [(r['epoch'] * 6, r['accuracy']) for r in val]}
@@ -148,6 +161,23 @@ def test_wandb_offline_run_holds_the_text_log_and_resumes_the_same_run(train, tm
     assert config['optimizer']['lr'] == 0.1  # the merged config, as run.config
 
 
+def test_wandb_keeps_its_runs_in_the_users_wandb_dir(train, tmp_path, monkeypatch):
+    _client('wandb')
+    for name, value in dict(WANDB_MODE='offline', WANDB_SILENT='true', WANDB_CONSOLE='off',
+                            WANDB_DISABLE_CODE='true', WANDB_DISABLE_GIT='true',
+                            WANDB_DIR=str(tmp_path / 'mine'),
+                            WANDB_CONFIG_DIR=str(tmp_path / 'cfg'),
+                            WANDB_CACHE_DIR=str(tmp_path / 'cache'),
+                            WANDB_DATA_DIR=str(tmp_path / 'data')).items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / 'mine').mkdir()
+    hook = dict(type='WandbLoggerHook', init_kwargs=dict(project='mtrain-test'),
+                log_artifact=False)
+    _train_and_resume(train, str(tmp_path / 'work'), hook, resume_from=None)  # one run
+    assert glob.glob(str(tmp_path / 'mine' / 'wandb' / 'offline-run-*'))
+    assert not osp.exists(tmp_path / 'work' / 'wandb')  # not the hook's default
+
+
 # -- MLflow ----------------------------------------------------------------------
 def _mlflow_env(tmp_path, monkeypatch):
     _client('mlflow')
@@ -171,6 +201,36 @@ def test_mlflow_run_holds_the_text_log_config_and_checkpoints_and_is_reopened_on
     assert {'config.py', 'config_resumed_iter_6.py', 'models'} <= artifacts
     models = {a.path for a in client.list_artifacts(run.info.run_id, 'models')}
     assert {'models/epoch_1.pth', 'models/epoch_2.pth'} <= models
+
+
+def test_mlflow_with_its_own_defaults_and_a_run_resumed_mid_epoch(train, tmp_path,
+                                                                  monkeypatch):
+    """No MLFLOW_TRACKING_URI: MLflow 3 keeps runs in ./mlflow.db (SQLite) of the cwd.
+
+    The second run resumes from iter_3.pth after the first logged up to step 6
+    (as a crash after iteration 6 would leave it): each step is held once.
+    """
+    _client('mlflow')
+    for name in ('MLFLOW_TRACKING_URI', 'MLFLOW_ALLOW_FILE_STORE', 'MLFLOW_REGISTRY_URI'):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    hook = dict(type='MlflowLoggerHook', exp_name='digits', log_model=False)
+    lines = _train_and_resume(train, str(tmp_path / 'work'), hook, resume_from='iter_3.pth')
+    assert osp.isfile(tmp_path / 'mlflow.db')
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    [run] = client.search_runs([client.get_experiment_by_name('digits').experiment_id])
+    logged = {tag: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, tag)]
+              for tag in run.data.metrics}
+    _check(logged, lines)
+
+
+def test_pyproject_trackers_extra_opens_mlflows_default_store():
+    """A fresh `pip install -e '.[trackers]'` brings what MLflow 3's SQLite store needs."""
+    import tomllib
+    with open(osp.join(ROOT, 'pyproject.toml'), 'rb') as f:
+        extra = tomllib.load(f)['project']['optional-dependencies']['trackers']
+    assert {'mlflow-skinny', 'sqlalchemy', 'alembic'} <= set(extra)
 
 
 def test_a_tracker_failing_mid_run_warns_once_and_training_and_text_log_go_on(
@@ -228,41 +288,16 @@ def test_dvclive_files_hold_the_text_log_and_go_on_after_resume(train, tmp_path)
     assert osp.isfile(tmp_path / 'model' / 'model.pth')  # model_file: saved every epoch
 
 
-# -- Neptune ---------------------------------------------------------------------
-def _neptune_offline_runs(cwd):
-    """Each offline run's operations (Neptune's on-disk queue: one JSON object a line)."""
-    runs = []
-    for run_dir in glob.glob(osp.join(cwd, '.neptune', 'offline', 'run__*')):
-        ops = []
-        for path in sorted(glob.glob(osp.join(run_dir, 'data-*.log'))):
-            with open(path) as f:
-                ops += [json.loads(line)['obj'] for line in f if line.strip()]
-        runs.append(ops)
-    return runs
-
-
-def test_neptune_offline_runs_hold_the_text_log_with_steps_continued(train, tmp_path,
-                                                                       monkeypatch):
-    _client('neptune')
-    monkeypatch.chdir(tmp_path)  # offline data goes to ./.neptune
-    hook = dict(type='NeptuneLoggerHook', init_kwargs=dict(
-        mode='offline', project='mtrain/test', capture_stdout=False, capture_stderr=False,
-        capture_hardware_metrics=False, capture_traceback=False, git_ref=False,
-        source_files=[]))
-    lines = _train_and_resume(train, str(tmp_path / 'work'), hook)
-    runs = _neptune_offline_runs(str(tmp_path))
-    assert len(runs) == 2  # offline: no id to reopen, a new run whose steps go on
-    logged = {}
-    for ops in runs:
-        for op in ops:
-            if op['type'] in ('LogFloats', 'LogStrings'):
-                logged.setdefault('/'.join(op['path']), []).extend(
-                    (int(v['step']), v['value']) for v in op['values'])
-    logged = {tag: sorted(series) for tag, series in logged.items()}
+def test_dvclive_resumed_mid_epoch_holds_each_step_once(train, tmp_path):
+    """Issue 22 item 7: the first run logged steps 2-6; resumed from iter_3.pth, steps 4
+    and 6 come again and must not be appended twice (DVCLive held them twice)."""
+    _client('dvclive')
+    hook = dict(type='DvcliveLoggerHook', save_dvc_exp=False, dvcyaml=None)
+    lines = _train_and_resume(train, str(tmp_path), hook, resume_from='iter_3.pth')
+    live_dir = str(tmp_path / 'dvclive')
+    logged = {tag: _dvclive_series(live_dir, tag)
+              for tag in ('train/loss', 'learning_rate', 'val/accuracy', 'momentum')}
     _check(logged, lines)
-    configs = [op for ops in runs for op in ops if op['path'][:1] == ['config']]
-    assert any(op['path'] == ['config', 'optimizer', 'lr'] and op['value'] == 0.1
-               for op in configs)
 
 
 # -- ClearML ---------------------------------------------------------------------
@@ -298,16 +333,45 @@ def test_clearml_offline_sessions_hold_the_text_log_with_steps_continued(train, 
 
 
 # -- the hooks mtrain does not have, and a missing client --------------------------
-@pytest.mark.parametrize('name', ['PaviLoggerHook', 'SegmindLoggerHook'])
+@pytest.mark.parametrize('name', ['PaviLoggerHook', 'SegmindLoggerHook', 'NeptuneLoggerHook'])
 def test_retired_services_fail_before_training_naming_the_alternatives(name):
     cfg = dict(type=name, init_kwargs=dict(project='x'), add_last_ckpt=True)
     with pytest.raises(ConfigError) as info:
         build(cfg, HOOKS, 'log_config.hooks.1')
     assert info.value.key == 'log_config.hooks.1.type'
     assert 'WandbLoggerHook' in str(info.value) and 'not a registered' not in str(info.value)
+    assert name != 'NeptuneLoggerHook' or 'closed in March 2026' in str(info.value)
 
 
 def test_a_missing_client_fails_at_build_time_naming_the_pip_package():
     with pytest.raises(ConfigError, match=r'pip install no-such-tracker') as info:
         require_package('mtrain_no_such_tracker', 'no-such-tracker', 'NoSuchLoggerHook')
     assert info.value.key == 'type'  # build() prefixes the hook's key path
+
+
+# -- the first line after a resume mid-interval --------------------------------------
+@pytest.mark.parametrize('runner_cfg', [
+    "runner = dict(type='EpochBasedRunner', max_epochs=2)",
+    "runner = dict(_delete_=True, type='IterBasedRunner', max_iters=12)",
+])
+def test_the_first_line_after_a_resume_mid_interval_is_the_uninterrupted_runs(train, tmp_path,
+                                                                              runner_cfg):
+    """iter_6.pth falls inside a log interval of 4: the line at iteration 8 must still
+    average iterations 5-8, as in the run that was never stopped."""
+    config = tmp_path / 'resume_line.py'
+    by_epoch = 'Epoch' in runner_cfg
+    config.write_text(f'_base_ = {DIGITS!r}\ndata = dict(samples_per_gpu=128)\n{runner_cfg}\n'
+                      'evaluation = None\ncheckpoint_config = dict(_delete_=True, interval=3, by_epoch=False)\n'
+                      f"log_config = dict(interval=4, hooks=[dict(type='TextLoggerHook', "
+                      f'by_epoch={by_epoch})])\n')  # 12 iterations an epoch
+
+    def losses(work_dir, *resume):
+        assert train([str(config), '--work-dir', str(work_dir), *resume]) == 0
+        [log] = [n for n in os.listdir(work_dir) if n.endswith('.log.json')]
+        with open(work_dir / log) as f:
+            return [r['loss'] for r in map(json.loads, f) if r.get('mode') == 'train']
+    whole = losses(tmp_path / 'whole')
+    (tmp_path / 'cut').mkdir()
+    os.link(tmp_path / 'whole' / 'iter_6.pth', tmp_path / 'cut' / 'iter_6.pth')
+    resumed = losses(tmp_path / 'cut', '--resume-from', str(tmp_path / 'cut' / 'iter_6.pth'))
+    assert resumed == whole[-len(resumed):] and len(resumed) >= 2

@@ -4,7 +4,9 @@ import json
 import os
 
 from mtrain.hooks import OptimizerHook
-from mtrain.runner.training_hooks import iter_based_defaults
+from mtrain.defaults import fill_runner_defaults, runner_by_epoch
+from mtrain.runner import IterBasedRunner
+from mtrain.runner.training_hooks import with_runner_defaults
 
 
 def test_iter_runner_checkpoints_logs_and_decays_by_iteration(make_runner, toy_loader, tmp_path):
@@ -25,11 +27,39 @@ def test_iter_runner_checkpoints_logs_and_decays_by_iteration(make_runner, toy_l
 
 def test_explicit_by_epoch_and_hook_objects_are_kept():
     hook = OptimizerHook()
-    cfgs = iter_based_defaults(lr_config=dict(policy='step', step=[1], by_epoch=True),
-                               checkpoint_config=hook, log_config=dict(
-                                   interval=5, hooks=[dict(type='TextLoggerHook', by_epoch=True)]),
-                               momentum_config=None)
+    cfgs = with_runner_defaults('IterBasedRunner',
+                                lr_config=dict(policy='step', step=[1], by_epoch=True),
+                                checkpoint_config=hook, log_config=dict(
+                                    interval=5,
+                                    hooks=[dict(type='TextLoggerHook', by_epoch=True)]),
+                                momentum_config=None)
     assert cfgs['lr_config']['by_epoch'] is True and cfgs['checkpoint_config'] is hook
     assert cfgs['log_config']['hooks'][0]['by_epoch'] is True and cfgs['momentum_config'] is None
     torch_lr = dict(type='TorchLrUpdaterHook', scheduler=dict(type='StepLR', step_size=2))
-    assert iter_based_defaults(lr_config=torch_lr)['lr_config'] == torch_lr  # no by_epoch arg
+    # TorchLrUpdaterHook has no by_epoch argument: nothing is added
+    assert with_runner_defaults('IterBasedRunner', lr_config=torch_lr)['lr_config'] == torch_lr
+
+
+def test_iter_runner_with_torch_policy_trains(make_runner, toy_loader):
+    """Issue 22 item 6: policy='Torch' has no by_epoch; no default may be forced onto it."""
+    runner = make_runner(by_epoch=False, max_len=6)
+    runner.register_training_hooks(
+        lr_config=dict(policy='Torch', scheduler=dict(type='StepLR', step_size=2, gamma=0.5)),
+        optimizer_config=dict(), log_config=dict(interval=2))
+    runner.run([toy_loader], [('train', 1)])
+    assert abs(runner.current_lr()[0] - 0.1 * 0.5 ** 2) < 1e-12  # the lr of update 5
+
+
+def test_defaults_table_is_applied_once_and_idempotent():
+    cfgs = dict(lr_config=dict(policy='step', step=[1]), evaluation=dict(interval=2),
+                log_config=dict(interval=5), checkpoint_config=None)
+    once = fill_runner_defaults('IterBasedRunner', cfgs)
+    assert fill_runner_defaults('IterBasedRunner', once) == once
+    assert once['lr_config']['by_epoch'] is False and once['evaluation']['by_epoch'] is False
+    assert once['log_config']['hooks'] == [dict(type='TextLoggerHook', by_epoch=False)]
+    assert 'by_epoch' not in cfgs['lr_config']  # inputs untouched
+
+    class MyIterRunner(IterBasedRunner):
+        pass
+
+    assert runner_by_epoch(MyIterRunner) is False and runner_by_epoch('EpochBasedRunner')

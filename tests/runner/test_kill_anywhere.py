@@ -7,6 +7,9 @@ batch processor × processes (2**7 = 128 combinations), each killed after an ite
 write (``kill_hook.py``). Compared: the last checkpoint's weights, optimizer, hook states
 and progress, the best checkpoints (names and weights) and the ``*.log.json`` val lines.
 
+At the end: rows for loaders the user builds (``user_loader_job.py``, always run) and a
+second resume after a geometry change.
+
 CI runs a seeded sample of ``SAMPLE`` combinations (the seed is in each test id; set
 ``MTRAIN_MATRIX_SEED`` to repeat one). The whole matrix, about 7 minutes on 2 cores::
 
@@ -18,6 +21,7 @@ import json
 import os
 import os.path as osp
 import random
+import shutil
 import sys
 
 import pytest
@@ -37,12 +41,30 @@ DIMENSIONS = dict(runner=('Epoch', 'Iter'), accumulate=(1, 3), fp16=(False, True
 SEED = int(os.environ.get('MTRAIN_MATRIX_SEED', random.SystemRandom().randrange(10**6)))
 
 
+def _extra_rows():
+    """States the product does not reach (issue 22), each with its kill point."""
+    base = dict(runner='Epoch', accumulate=3, fp16=False, eval=False, ema=False,
+                processor='Basic', procs=1)
+    return [
+        # head[0] unfrozen at iteration 13, inside the window epoch_1.pth (iter 14) is written
+        # in: its half-accumulated gradients are in the checkpoint, EMA averages it
+        ({**base, 'ema': True, 'unfreeze': 13}, 'iter:20'),
+        # the best file holds the EMA weights that were scored; killed after it is written
+        ({**base, 'runner': 'Iter', 'accumulate': 1, 'eval': True, 'ema': True}, 'eval:2'),
+        # killed on 1 process inside a window, resumed on 2: the run's end moves (7
+        # iterations an epoch instead of 14) and its last window is cut there
+        ({**base, 'accumulate': 4, 'resume_procs': 2}, 'iter:20'),
+    ]
+
+
 def _combinations():
     combos = [dict(zip(DIMENSIONS, values)) for values in itertools.product(*DIMENSIONS.values())]
     rng = random.Random(SEED)
     if not os.environ.get('MTRAIN_FULL_MATRIX'):
-        combos = rng.sample(combos, SAMPLE)
-    return [(combo, _kill_point(combo, rng)) for combo in combos]
+        extra = [rng.choice(_extra_rows())]  # one of them in every sample
+        return [(combo, _kill_point(combo, rng))
+                for combo in rng.sample(combos, SAMPLE - 1)] + extra
+    return [(combo, _kill_point(combo, rng)) for combo in combos] + _extra_rows()
 
 
 def _kill_point(combo, rng) -> str:
@@ -78,6 +100,10 @@ def _config(combo, path) -> str:
         custom.append("dict(type='EMAHook', momentum=0.1, warm_up=2)")
     if combo['processor'] == 'Multi':
         lines.append("batch_processor = dict(type='MultiBatchProcessor')")
+    if combo.get('unfreeze'):
+        lines.append("custom_imports = dict(imports=['kill_hook', 'unfreeze_hook'], "
+                     "allow_failed_imports=False)")
+        custom.append(f"dict(type='UnfreezeAtHook', at={combo['unfreeze']})")
     lines.append(f"custom_hooks = [{', '.join(custom)}]")
     with open(path, 'w') as f:
         f.write('\n'.join(lines) + '\n')
@@ -170,9 +196,92 @@ def _id(case):
 def test_killed_and_auto_resumed_run_ends_bitwise_as_the_uninterrupted_one(tmp_path, case):
     combo, kill_at = case
     config = _config(combo, tmp_path / 'cfg.py')
+    if combo.get('resume_procs'):
+        return _check_resume_on_other_procs(config, tmp_path, combo, kill_at)
     assert _train(config, tmp_path / 'reference', combo['procs']) == [0] * combo['procs']
     codes = _train(config, tmp_path / 'run', combo['procs'], kill_at)
     assert set(codes) <= {0, -9}, codes  # killed, or finished before the kill point
     resumed = _train(config, tmp_path / 'run', combo['procs'], resume=True)
     assert resumed == [0] * combo['procs']
     _assert_equal(_outcome(tmp_path / 'run'), _outcome(tmp_path / 'reference'), 'outcome')
+
+
+def _check_resume_on_other_procs(config, tmp_path, combo, kill_at):
+    """Killed, then resumed on ``resume_procs`` processes: as a clean resume from the same file.
+
+    No run on one process count is the reference here; the clean resume (the
+    checkpoint the killed run left, copied to a fresh folder) is, and the
+    update count is the windows' by hand: epoch_1.pth (iteration 14 of 1 x 14
+    an epoch) holds 3 updates and the half window [12, 16); 3 more epochs of 7
+    iterations end the run at 35: windows ending at 15, 19, ..., 31 and [32, 35).
+    (A stored max_iters, 4 x 7 = 28, divided iterations 28-34 by 0.)
+    """
+    run, clean = tmp_path / 'run', tmp_path / 'clean'
+    assert set(_train(config, run, combo['procs'], kill_at)) <= {0, -9}
+    name = osp.basename(os.readlink(run / 'latest.pth'))
+    clean.mkdir()
+    shutil.copy(run / name, clean / name)
+    os.symlink(name, clean / 'latest.pth')
+    procs = combo['resume_procs']
+    assert _train(config, run, procs, resume=True) == [0] * procs
+    assert _train(config, clean, procs, resume=True) == [0] * procs
+    outcome = _outcome(run)
+    _assert_equal(outcome, _outcome(clean), 'outcome')
+    assert name == 'epoch_1.pth' and outcome['last']['progress']['num_updates'] == 9
+    assert all(torch.isfinite(v).all() for v in outcome['last']['state_dict'].values())
+
+
+# -- loaders the user built (issue 26) and a second resume after a geometry change ----------
+# Python API jobs (tests/runner/user_loader_job.py): the user's own DataLoader handed to
+# runner.run, SIGKILLed mid-pass and resumed from the latest checkpoint. Compared: the
+# samples each rank saw at each iteration, and the final weights, bitwise.
+from user_loader_job import SAMPLES, job as user_job, seen as user_seen  # noqa: E402
+
+USER_ROWS = [(runner, sampler, procs) for runner in ('Epoch', 'Iter')
+             for sampler in ('shuffle', 'set_epoch') for procs in (1, 2)]
+
+
+def _user_run(work_dir, out, procs, **spec):
+    os.makedirs(out, exist_ok=True)
+    spec = dict(spec, work_dir=str(work_dir), out=str(out))
+    codes, _ = launch(user_job, spec, world_size=procs, timeout=120)
+    return codes
+
+
+@pytest.mark.parametrize('runner,sampler,procs', USER_ROWS)
+def test_user_built_loader_killed_mid_pass_resumes_bitwise(tmp_path, runner, sampler, procs):
+    per_pass = SAMPLES // 8 // (procs if sampler == 'set_epoch' else 1)  # 12 or 6 batches
+    length = 2 if runner == 'Epoch' else 2 * per_pass + 2
+    spec = dict(runner=runner, sampler=sampler, batch=8, length=length, interval=4)
+    kill_at = per_pass + 7 if per_pass == 12 else per_pass + 5  # after a checkpoint mid-pass 1
+    assert _user_run(tmp_path / 'ref', tmp_path / 'ref', procs, **spec) == [0] * procs
+    assert set(_user_run(tmp_path / 'run', tmp_path / 'run', procs, kill_at=kill_at,
+                         **spec)) == {-9}
+    assert _user_run(tmp_path / 'run', tmp_path / 'run', procs, resume=True,
+                     **spec) == [0] * procs
+    assert user_seen(tmp_path / 'run', procs) == user_seen(tmp_path / 'ref', procs)
+    for a, b in zip(torch.load(tmp_path / 'run' / 'final.pth').values(),
+                    torch.load(tmp_path / 'ref' / 'final.pth').values()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize('runner', ['Epoch', 'Iter'])
+def test_second_resume_after_a_geometry_change_sees_each_sample_once(tmp_path, runner):
+    # 96 samples, mtrain's sampler. 2 processes x 8 until iteration 2 (32 samples), resumed
+    # on 1 process x 12 until iteration 4 (24 more: at sample 56, not a multiple of 12),
+    # resumed again on 2 processes x 8 to the end of the epoch (40 more).
+    spec = dict(runner=runner, sampler='mtrain', length=1 if runner == 'Epoch' else 7,
+                interval=1)
+    work = tmp_path / 'work'
+    assert set(_user_run(work, tmp_path / 'a', 2, batch=8, kill_at=3, **spec)) == {-9}
+    assert set(_user_run(work, tmp_path / 'b', 1, batch=12, kill_at=5, resume=True,
+                         **spec)) == {-9}
+    assert _user_run(work, tmp_path / 'c', 2, batch=8, resume=True, **spec) == [0, 0]
+    segments = [('a', 2, range(0, 2)), ('b', 1, range(2, 4)), ('c', 2, range(4, 7))]
+    epoch0 = []
+    for name, procs, iters in segments:
+        for (_, it), (epoch, idx) in user_seen(tmp_path / name, procs).items():
+            if it in iters:
+                assert epoch == 0
+                epoch0 += idx
+    assert sorted(epoch0) == list(range(SAMPLES))  # every sample once, none twice

@@ -59,3 +59,21 @@ def test_train_tool_names_an_unsupported_mmengine_key(train_tool, tmp_path, caps
     assert train_tool.main([str(config), '--work-dir', str(tmp_path / 'w')]) == 2
     err = capsys.readouterr().err
     assert 'key `strategy`' in err and 'DeepSpeed' in err and 'Traceback' not in err
+
+
+def test_mmseg_style_schedule_file_converts_with_the_tool(tool, tmp_path, capsys):
+    (tmp_path / 'schedule.py').write_text(
+        "optimizer = dict(type='SGD', lr=0.01, momentum=0.9, weight_decay=0.0005)\n"
+        "optim_wrapper = dict(type='OptimWrapper', optimizer=optimizer, clip_grad=None)\n"
+        "param_scheduler = [dict(type='PolyLR', eta_min=1e-4, power=0.9, begin=0, end=160000,"
+        " by_epoch=False)]\n"
+        "train_cfg = dict(type='IterBasedTrainLoop', max_iters=160000, val_interval=16000)\n")
+    (tmp_path / 'cfg.py').write_text("_base_ = ['schedule.py']\nmodel = dict(type='X')\n"
+                                     "optim_wrapper = dict(optimizer=dict(lr=0.02))\n")
+    out = tmp_path / 'out.py'
+    assert tool('convert_config').main([str(tmp_path / 'cfg.py'), '--to', 'mmcv', '--out',
+                                        str(out), '--allow-lossy']) == 0
+    err = capsys.readouterr().err
+    assert 'mixes' not in err and '[lossy] param_scheduler: PolyLR' in err  # one step off
+    text = out.read_text()
+    assert "lr=0.02" in text and "policy='poly'" in text

@@ -81,3 +81,37 @@ def test_no_paramwise_cfg_is_one_group(explainer, repo_root, capsys):
     rows = json.loads(capsys.readouterr().out)['rows']
     assert {(r['group'], r['lr'], r['weight_decay'], r['rule']) for r in rows} == \
         {(0, 0.1, 0.0005, 'default')}
+
+
+CONSTRUCTOR_MODULE = '''
+from mtrain.optim import DefaultOptimizerConstructor
+from mtrain.registry import OPTIMIZER_CONSTRUCTORS
+
+
+@OPTIMIZER_CONSTRUCTORS.register_module(force=True)
+class DepthDecay(DefaultOptimizerConstructor):
+    def add_params(self, params, module, prefix='', is_dcn_module=None):
+        for name, param in module.named_parameters():
+            depth = name.count('.')
+            params.append({'params': [param],
+                           'lr': self.base_lr * self.paramwise_cfg['decay_rate'] ** depth})
+'''
+
+
+def test_explain_optimizer_explains_a_custom_constructor(tool, tmp_path, repo_root, capsys,
+                                                         monkeypatch):
+    """Issue 24: 'decay_rate' is the custom constructor's key; explain what it built."""
+    (tmp_path / 'depth_decay.py').write_text(CONSTRUCTOR_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = tmp_path / 'cfg.py'
+    config.write_text(f"_base_ = ['{repo_root}/configs/digits/lenet_digits.py']\n"
+                      "custom_imports = dict(imports=['depth_decay'])\n"
+                      "optimizer = dict(constructor='DepthDecay', paramwise_cfg=dict("
+                      "decay_rate=0.5))\n")
+    assert tool('explain_optimizer').main([str(config), '--json']) == 0
+    rows = json.loads(capsys.readouterr().out)['rows']
+    lr = {r['name']: r['lr'] for r in rows}
+    base = lr['features.0.weight'] / 0.5 ** 2  # two dots in 'features.0.weight'
+    for row in rows:
+        assert row['lr'] == pytest.approx(base * 0.5 ** row['name'].count('.'))
+        assert row['rule'] == 'DepthDecay.add_params'

@@ -8,9 +8,8 @@ from .base import LoggerHook
 from .clearml import ClearMLLoggerHook
 from .dvclive import DvcliveLoggerHook
 from .mlflow import MlflowLoggerHook
-from .neptune import NeptuneLoggerHook
 from .progress import ProgressBarHook
-from .retired import PaviLoggerHook, SegmindLoggerHook
+from .retired import NeptuneLoggerHook, PaviLoggerHook, SegmindLoggerHook
 from .tensorboard import TensorboardLoggerHook
 from .text import TextLoggerHook
 from .tracker import TrackerLoggerHook

@@ -52,14 +52,21 @@ class LoggerHook(Hook):
                 break
 
     def before_epoch(self, runner) -> None:
-        runner.log_buffer.clear()  # values of the last epoch's partial interval
+        # The values of the last epoch's partial interval go. A run resumed mid-epoch
+        # (IterBasedRunner: any resume, its one "epoch" is the run) keeps the
+        # checkpoint's pending values, so its first line averages the same
+        # iterations as the uninterrupted run's.
+        resumed_mid_epoch = getattr(runner, '_start_inner_iter', 0) or (
+            runner.max_epochs is None and runner.iter > 0)
+        if not resumed_mid_epoch:
+            runner.log_buffer.clear()
 
     def after_train_iter(self, runner) -> None:
         inner = runner.inner_iter
         done = (inner if self.by_epoch else runner.iter) + 1
         if done % self.interval == 0 or (runner.data_loader is not self._loader
                                          or self._log_at_end) and self._ends_epoch(runner):
-            runner.log_buffer.average(runner.reduce_log_values)
+            runner.log_buffer.average_interval(runner.reduce_log_values)
         if runner.log_buffer.ready:
             # Inside an iteration the runner has not counted the current one yet.
             self._log_and_reset(runner, runner.iter + 1)
@@ -82,7 +89,7 @@ class LoggerHook(Hook):
             self._log_and_reset(runner, runner.iter)
 
     def after_val_epoch(self, runner) -> None:
-        runner.log_buffer.average(runner.reduce_log_values)
+        runner.log_buffer.average_interval(runner.reduce_log_values)
         self._log_and_reset(runner, runner.iter)
 
     def _log_and_reset(self, runner, step: int) -> None:

@@ -1,5 +1,7 @@
 """DVCLive: metrics and params as local files (``dvclive/``) through the ``dvclive`` client."""
 
+import csv
+import glob
 import os.path as osp
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
@@ -23,7 +25,9 @@ class DvcliveLoggerHook(TrackerLoggerHook):
     ``EpochBasedRunner``: several lines of an epoch shared one step). The
     merged config is ``params.yaml``. A resumed run (training continued from
     a checkpoint) opens the same directory with ``Live(resume=True)``, so
-    each file goes on at the checkpoint's iteration instead of starting over.
+    each file goes on at the checkpoint's iteration instead of starting over;
+    rows past that iteration (logged after the checkpoint by a run that then
+    crashed) are dropped first, so no step is held twice.
 
     Args:
         model_file: save a checkpoint here after every training epoch (as
@@ -58,6 +62,8 @@ class DvcliveLoggerHook(TrackerLoggerHook):
     def start(self, runner, dvclive, resumed: bool) -> str:
         live_dir = self.dir or osp.join(runner.work_dir or '.', 'dvclive')
         resume = resumed if self.resume is None else self.resume
+        if resume:  # a run resumed after a crash logged beyond its checkpoint: forget that
+            drop_steps_after(osp.join(live_dir, 'plots', 'metrics'), runner.iter)
         self.live = dvclive.Live(dir=live_dir, resume=resume, **self.live_kwargs)
         return live_dir
 
@@ -80,3 +86,17 @@ class DvcliveLoggerHook(TrackerLoggerHook):
     def finish(self, runner) -> None:
         self.live.end()
         self.live = None
+
+
+def drop_steps_after(metrics_dir: str, step: int) -> None:
+    """Remove the rows of every ``*.tsv`` under ``metrics_dir`` whose ``step`` is past ``step``."""
+    for path in glob.glob(osp.join(metrics_dir, '**', '*.tsv'), recursive=True):
+        with open(path, newline='') as f:
+            rows = list(csv.reader(f, delimiter='\t'))
+        if not rows or 'step' not in rows[0]:
+            continue
+        column = rows[0].index('step')
+        kept = [rows[0]] + [r for r in rows[1:] if len(r) > column and int(r[column]) <= step]
+        if len(kept) < len(rows):
+            with open(path, 'w', newline='') as f:
+                csv.writer(f, delimiter='\t').writerows(kept)

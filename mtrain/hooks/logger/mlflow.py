@@ -4,6 +4,7 @@ import os.path as osp
 from typing import Any, Dict, Optional
 
 from ...registry import HOOKS
+from ...utils.errors import ConfigError
 from .tracker import TrackerLoggerHook, checkpoint_files, numbers_only
 
 # Older tracking servers reject longer parameter values.
@@ -31,7 +32,14 @@ class MlflowLoggerHook(TrackerLoggerHook):
     training resumes from a checkpoint this hook wrote, the same run is
     reopened (``mlflow.start_run(run_id=...)``) and its metrics go on at the
     checkpoint's iteration; the resumed config is added as
-    ``config_resumed_iter_<N>.py`` (parameters cannot change in MLflow).
+    ``config_resumed_iter_<N>.py`` (parameters cannot change in MLflow). A
+    run that crashed logged past its last checkpoint: MLflow cannot delete
+    those points, so the resumed run logs only the steps after the last one
+    the run holds (on the CPU a resumed run recomputes the same values).
+
+    With MLflow's own defaults (no ``MLFLOW_TRACKING_URI``) runs go to
+    ``./mlflow.db`` (MLflow 3's SQLite store, which needs ``sqlalchemy`` and
+    ``alembic``: both come with ``pip install -e '.[trackers]'``).
 
     Args:
         exp_name: experiment to log to (created if missing); None: MLflow's
@@ -58,21 +66,36 @@ class MlflowLoggerHook(TrackerLoggerHook):
         self.params = params
         self.log_model = log_model
         self._owns_run = False
+        self._held_through: Optional[int] = None
 
     def start(self, runner, mlflow, resumed: bool) -> str:
         self.mlflow = mlflow
         if self.exp_name is not None:
-            mlflow.set_experiment(self.exp_name)
+            try:
+                mlflow.set_experiment(self.exp_name)
+            except Exception as e:
+                raise _store_error(mlflow, e) or e
         active = mlflow.active_run()
         if active is not None and not (resumed and self.run_id):
             run = active  # the caller's run: log into it, leave it open
         else:
-            run = mlflow.start_run(run_id=self.run_id if resumed else None)
+            try:
+                run = mlflow.start_run(run_id=self.run_id if resumed else None)
+            except Exception as e:
+                raise _store_error(mlflow, e) or e
             self._owns_run = True
         self._resumed_at = runner.iter if resumed and self.run_id else None
+        self._held_through = self._last_step(run.info.run_id) if self._resumed_at else None
         if self.tags is not None:
             mlflow.set_tags(self.tags)
         return run.info.run_id
+
+    def _last_step(self, run_id: str) -> Optional[int]:
+        """The last step the reopened run holds (a crashed run logged past its checkpoint)."""
+        client = self.mlflow.tracking.MlflowClient()
+        steps = [m.step for key in client.get_run(run_id).data.metrics
+                 for m in client.get_metric_history(run_id, key)]
+        return max(steps, default=None)
 
     def log_config(self, config: Dict[str, Any], config_text: str, resumed: bool) -> None:
         if self._resumed_at is not None:  # parameters of a run cannot change
@@ -87,6 +110,8 @@ class MlflowLoggerHook(TrackerLoggerHook):
             self.mlflow.log_text(config_text, 'config.py')
 
     def write(self, tags: Dict[str, Any], step: int) -> None:
+        if self._held_through is not None and step <= self._held_through:
+            return  # MLflow cannot delete points: keep the ones logged before the crash
         self.mlflow.log_metrics(numbers_only(tags), step=step)
 
     def finish(self, runner) -> None:
@@ -109,3 +134,16 @@ def _flatten(config: Dict[str, Any], prefix: str = '') -> Dict[str, Any]:
         else:
             flat[f'{prefix}{key}'] = value
     return flat
+
+
+def _store_error(mlflow, error: Exception) -> Optional[ConfigError]:
+    """A one-line fix when MLflow's default store cannot be opened (sqlalchemy missing)."""
+    missing = isinstance(error, ImportError) and getattr(error, 'name', '') in (
+        'sqlalchemy', 'alembic')
+    if not missing and type(error).__name__ != 'UnsupportedModelRegistryStoreURIException':
+        return None
+    return ConfigError(
+        f'MlflowLoggerHook: MLflow stores runs in {mlflow.get_tracking_uri()}, which needs the '
+        "sqlalchemy and alembic packages: pip install sqlalchemy alembic (both in mtrain's "
+        "'trackers' extra), or set MLFLOW_TRACKING_URI to a tracking server",
+        key='log_config.hooks')

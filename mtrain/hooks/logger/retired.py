@@ -1,5 +1,8 @@
 """mmcv 1.x logger hooks for services that no longer serve the public: a clear error.
 
+PAVI (internal to OpenMMLab), Segmind and Neptune (hosted service closed
+in March 2026).
+
 A 1.x config naming them should say why it cannot run and what to use
 instead, not fail with an unknown-type error as if the name were a typo.
 """
@@ -37,3 +40,19 @@ class SegmindLoggerHook(_RetiredLoggerHook):
 
     reason = ("it logged through Segmind's experiment-tracking library, a service Segmind no "
               'longer offers to the public.')
+
+
+@HOOKS.register_module()
+class NeptuneLoggerHook(_RetiredLoggerHook):
+    """mmcv 1.x's Neptune logger: Neptune's hosted service closed in March 2026.
+
+    Why not kept for self-hosted servers: the ``neptune`` client's default and
+    only public endpoint was the hosted app, its self-hosted edition was a
+    licensed product of the same company, and the client is no longer
+    developed (other frameworks are dropping it); an offline run could only
+    ever be synced to a Neptune server. See docs/logging.md.
+    """
+
+    reason = ("Neptune's hosted service (app.neptune.ai) closed in March 2026 and its client is "
+              'no longer developed, so a run logged with it cannot be viewed or synced '
+              'anywhere.')

@@ -13,6 +13,9 @@ import os.path as osp
 from collections import OrderedDict
 from typing import Any, Dict
 
+import numpy as np
+import torch
+
 from ...registry import HOOKS
 from .base import LoggerHook
 
@@ -99,7 +102,21 @@ class TextLoggerHook(LoggerHook):
         if self._json_file is None:
             return
         rounded = OrderedDict((k, _round(v)) for k, v in record.items())
-        self._json_file.write(json.dumps(rounded, default=str) + '\n')
+        self._json_file.write(json.dumps(rounded, default=_plain) + '\n')
+
+
+def _plain(value: Any) -> Any:
+    """A value ``json`` cannot write, as mmcv 1.7.2's json dump writes it.
+
+    numpy scalars (an evaluation hook's ``np.float32`` metric) as plain
+    numbers, arrays, sets and ranges as lists; tensors as numbers or lists.
+    Anything else as its text, so that a log line never stops a run.
+    """
+    if isinstance(value, (set, range)):
+        return list(value)
+    if isinstance(value, (np.ndarray, np.generic, torch.Tensor)):
+        return value.tolist()
+    return str(value)
 
 
 def _round(value: Any) -> Any:

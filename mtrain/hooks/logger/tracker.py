@@ -1,6 +1,6 @@
 """What every experiment-tracker hook shares: start, log, finish, never stop training.
 
-A tracker hook (W&B, MLflow, Neptune, DVCLive, ClearML) implements three
+A tracker hook (W&B, MLflow, DVCLive, ClearML) implements three
 calls on its client: :meth:`TrackerLoggerHook.start` a run (or continue the
 one a resumed checkpoint names), :meth:`TrackerLoggerHook.write` one log
 line's tags at a step, and :meth:`TrackerLoggerHook.finish`. This base does
@@ -31,7 +31,7 @@ from .base import LoggerHook
 
 #: The hooks a user can pick instead of one that cannot work (see retired.py).
 TRACKER_HOOKS = ('TensorboardLoggerHook', 'WandbLoggerHook', 'MlflowLoggerHook',
-                 'NeptuneLoggerHook', 'DvcliveLoggerHook', 'ClearMLLoggerHook')
+                 'DvcliveLoggerHook', 'ClearMLLoggerHook')
 
 
 def require_package(module: str, pip_name: str, hook_name: str) -> None:
@@ -100,11 +100,15 @@ class TrackerLoggerHook(LoggerHook):
         resumed = runner.iter > 0
         try:
             self.run_id = self.start(runner, client, resumed)
-        except Exception as e:
-            raise RuntimeError(
+        except ConfigError:
+            raise
+        except Exception as e:  # a wrong project, no login, no server: before training
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ''
+            raise ConfigError(
                 f'{type(self).__name__} could not start a {self.client} run: '
-                f'{type(e).__name__}: {e}. Check the hook\'s arguments in log_config.hooks '
-                f'(see docs/logging.md), or remove the hook.') from e
+                f'{type(e).__name__}: {first}. Check the hook\'s arguments and the '
+                f"{self.client} settings (docs/logging.md), or remove the hook.",
+                key='log_config.hooks') from e
         self._active = self._started = True
         text = runner.meta.get('config') or ''
         self._guard(runner, 'record the config', self.log_config, config_dict(text), text,

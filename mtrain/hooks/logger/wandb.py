@@ -34,7 +34,7 @@ class WandbLoggerHook(TrackerLoggerHook):
 
     Args:
         init_kwargs: arguments of ``wandb.init`` (project, name, mode, dir...).
-            ``dir`` defaults to the work dir.
+            ``dir`` defaults to ``WANDB_DIR`` when it is set, else the work dir.
         commit: ``commit`` of ``run.log``. With ``with_step``, True lets W&B
             commit each iteration's row when a later one is logged (or at the
             end), so an evaluation at that iteration joins it.
@@ -70,8 +70,11 @@ class WandbLoggerHook(TrackerLoggerHook):
 
     def start(self, runner, wandb, resumed: bool) -> str:
         kwargs = dict(self.init_kwargs)
-        if runner.work_dir is not None:
-            kwargs.setdefault('dir', runner.work_dir)
+        # The user's WANDB_DIR wins over the work dir (passed on: W&B reads its
+        # environment once per process).
+        folder = os.environ.get('WANDB_DIR') or runner.work_dir
+        if folder is not None:
+            kwargs.setdefault('dir', folder)
         if resumed and self.run_id:
             kwargs.setdefault('id', self.run_id)
             kwargs.setdefault('resume', 'allow')
