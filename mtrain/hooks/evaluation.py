@@ -120,8 +120,6 @@ class EvalHook(Hook):
         self.interval = interval
         self.by_epoch = by_epoch
         self.save_best = save_best
-        #: Whether the user chose the inference; else the default follows the model's contract.
-        self.custom_test_fn = test_fn is not None
         self.test_fn = test_fn if test_fn is not None else self.default_test_fn
         self.greater_keys = _key_list(greater_keys, self._default_greater_keys)
         self.less_keys = _key_list(less_keys, self._default_less_keys)
@@ -228,6 +226,14 @@ class EvalHook(Hook):
         if self.save_best and key_score:  # mmcv skips a score of 0 (or None) too
             self._save_ckpt(runner, key_score)  # before after_evaluation: the scored weights
         runner.call_hook('after_evaluation')
+
+    @property
+    def custom_test_fn(self) -> bool:
+        """Whether the user chose the inference (read at each use: 1.x hooks assign ``test_fn``).
+
+        Else mtrain's own inference follows the model's contract.
+        """
+        return self.test_fn is not type(self).default_test_fn
 
     @torch.no_grad()
     def test(self, runner) -> Any:

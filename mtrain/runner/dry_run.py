@@ -34,7 +34,7 @@ def dry_run(runner: BaseRunner, loaders: List[Any], workflow: List[Tuple[str, in
             runner.log_buffer.clear()
             ran.append('one train batch (no update)')
         eval_hook = next((h for h in runner.hooks if isinstance(h, EvalHook)), None)
-        if eval_hook is not None and getattr(eval_hook, 'test_fn', None) is None \
+        if eval_hook is not None and not eval_hook.custom_test_fn \
                 and not uses_mmcv_contract(model):
             model.eval()
             with torch.no_grad():
