@@ -100,11 +100,10 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
         self.reduce_log_values = sum_by_key if self.world_size > 1 else None
         self._hooks: List[Hook] = []
         self._stage_hooks: Dict[str, List[Hook]] = {s: [] for s in STAGES}
-        self._stage_calls: Dict[str, Tuple[Callable, ...]] = {s: () for s in STAGES}
-        #: The stages at which some hook acts. The points inside an iteration
-        #: (``before_forward`` … ``before_optimizer_step``) are called only when
-        #: in here, so a run without such hooks pays nothing for them.
-        self.hooked_stages: frozenset = frozenset()
+        # What call_hook runs: (hook, method name) per stage, keyed on Hook.methods_version.
+        self._stage_calls: Dict[str, Tuple[Tuple[Hook, str], ...]] = {s: () for s in STAGES}
+        self._hooked_stages: frozenset = frozenset()
+        self._dispatch_version = -1
         self._checkpoint_writer = CheckpointWriter()
         self._stage_end: List[Callable[[], Any]] = []  # see at_stage_end
         self._epoch = 0
@@ -182,17 +181,40 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
                     f'optimizers ({", ".join(self.optimizer)}), which the model\'s train_step '
                     'steps itself; set optimizer_config=None')
             self.optimizer_hook = hook
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Which hook acts at which stage, through which method name.
+
+        Rebuilt at each registration and whenever a stage method is assigned
+        on a hook instance (``Hook.methods_version``); the methods themselves
+        are looked up by name at every call, so a replaced one is called.
+        """
+        self._dispatch_version = Hook.methods_version
         self._stage_hooks = {s: [h for h in self._hooks if s in h.triggered_stages()]
                              for s in STAGES}
-        # What call_hook runs: each hook's working method, resolved once here.
-        self._stage_calls = {s: tuple(h.method_for(s) for h in hooks)
+        self._stage_calls = {s: tuple((h, h.name_for(s)) for h in hooks)
                              for s, hooks in self._stage_hooks.items()}
-        self.hooked_stages = frozenset(s for s, calls in self._stage_calls.items() if calls)
+        self._hooked_stages = frozenset(s for s, calls in self._stage_calls.items() if calls)
+
+    @property
+    def hooked_stages(self) -> frozenset:
+        """The stages at which some hook acts.
+
+        The points inside an iteration (``before_forward`` …
+        ``before_optimizer_step``) are called only when in here, so a run
+        without such hooks pays nothing for them.
+        """
+        if self._dispatch_version != Hook.methods_version:
+            self._dispatch()
+        return self._hooked_stages
 
     def call_hook(self, stage: str) -> None:
-        """Call every hook that acts at ``stage``, in priority order."""
-        for method in self._stage_calls[stage]:
-            method(self)
+        """Call every hook that acts at ``stage``, in priority order (mmcv's ``call_hook``)."""
+        if self._dispatch_version != Hook.methods_version:
+            self._dispatch()
+        for hook, name in self._stage_calls[stage]:
+            getattr(hook, name)(self)
 
     def current_lr(self) -> Union[List[float], Dict[str, List[float]]]:
         """Each param group's lr; ``{name: [...]}`` for a dict of optimizers (as mmcv)."""
