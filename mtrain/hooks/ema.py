@@ -75,7 +75,7 @@ class EMAHook(Hook):
         self._swapped = False
 
     def before_run(self, runner) -> None:
-        self._params = {n: p for n, p in runner.model.module.named_parameters()
+        self._params = {n: p for n, p in runner.model_wrapper.module.named_parameters()
                         if p.requires_grad}
         start = self._loaded or (_load_averages(self.resume_from) if self.resume_from else {})
         self.ema = {n: _start_value(start, n, p).to(p.device, p.dtype, copy=True)

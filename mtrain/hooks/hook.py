@@ -40,7 +40,9 @@ best metric so far, a buffer) returns it from :meth:`state_dict`; the runner
 stores it in the checkpoint under the hook's name and gives it back through
 :meth:`load_state_dict`.
 
-Hooks read these runner attributes: ``model``, ``optimizer``, ``data_loader``,
+Hooks read these runner attributes: ``model`` (as the user passed it),
+``model_wrapper`` (what the steps call; ``.module`` is the user's model),
+``optimizer``, ``data_loader``,
 ``outputs``, ``epoch``, ``iter``, ``inner_iter``, ``num_updates``,
 ``max_epochs``, ``max_iters``, ``log_buffer``, ``work_dir``, ``logger``,
 ``rank``, ``world_size``, ``meta``, and ``optim_step`` (the run's

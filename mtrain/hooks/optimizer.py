@@ -88,7 +88,7 @@ class OptimizerHook(Hook):
                                 f'attribute (a BatchProcessor subclass); '
                                 f'{type(runner.batch_processor).__name__} has none')
             runner.batch_processor.autocast_dtype = step.amp_dtype
-        step.setup(runner.optimizer, runner.device, runner.max_iters, runner.model.module,
+        step.setup(runner.optimizer, runner.device, runner.max_iters, runner.model_wrapper.module,
                    runner.logger)
         # Read once: a processor written before the BatchProcessor base class may lack it.
         self._processor_backwards = getattr(runner.batch_processor, 'does_backward', False)

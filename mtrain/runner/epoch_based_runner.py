@@ -46,7 +46,7 @@ class EpochBasedRunner(BaseRunner):
             self._end_run()
 
     def train(self, data_loader: Any) -> None:
-        self.model.train()
+        self.model_wrapper.train()
         self.mode = 'train'
         self.data_loader = data_loader
         self.call_hook('before_train_epoch')
@@ -78,7 +78,7 @@ class EpochBasedRunner(BaseRunner):
 
     @torch.no_grad()
     def val(self, data_loader: Any) -> None:
-        self.model.eval()
+        self.model_wrapper.eval()
         self.mode = 'val'
         self.data_loader = data_loader
         self.call_hook('before_val_epoch')

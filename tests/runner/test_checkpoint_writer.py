@@ -68,11 +68,11 @@ def test_the_snapshot_is_taken_when_saving_not_when_writing(make_runner, toy_loa
     runner = make_runner(max_len=1, momentum=0.9)
     runner.register_hook(OptimizerHook())
     runner.run([toy_loader], [('train', 1)])
-    before = {k: v.clone() for k, v in runner.model.module.state_dict().items()}
+    before = {k: v.clone() for k, v in runner.model_wrapper.module.state_dict().items()}
     momentum = [s['momentum_buffer'].clone() for s in runner.optimizer.state.values()]
     path = runner.save_checkpoint(str(tmp_path), 'snap.pth', background=True)
     with torch.no_grad():  # training goes on while the file is written
-        for p in runner.model.module.parameters():
+        for p in runner.model_wrapper.module.parameters():
             p.add_(1.0)
         for state in runner.optimizer.state.values():
             state['momentum_buffer'].mul_(3.0)

@@ -7,13 +7,22 @@ source (``mmcv/runner/hooks/lr_updater.py``, ``momentum_updater.py``,
 """
 
 import math
+import os
+import os.path as osp
 
 import pytest
+import torch
 
-from mtrain.hooks import Hook, OptimizerHook
-from mtrain.hooks.lr_updater import (CosineAnnealingLrUpdaterHook, FixedLrUpdaterHook,
-                                     LrUpdaterHook)
-from mtrain.hooks.momentum_updater import MomentumUpdaterHook
+from mtrain.hooks import CheckpointHook, EMAHook, Hook, OptimizerHook
+from mtrain.hooks.lr_updater import (CosineAnnealingLrUpdaterHook, CyclicLrUpdaterHook,
+                                     FixedLrUpdaterHook, LrUpdaterHook, StepLrUpdaterHook)
+from mtrain.hooks.momentum_updater import (CosineAnnealingMomentumUpdaterHook,
+                                           MomentumUpdaterHook)
+from mtrain.parallel import ModelWrapper
+from mtrain.registry import HOOKS, build
+from mtrain.runner import CheckpointError, load_checkpoint
+from mtrain.runner.checkpoint import load_checkpoint_with_prefix
+from mtrain.utils.errors import ConfigError
 
 
 def _lr(runner):
@@ -220,3 +229,143 @@ def test_a_hook_method_replaced_on_the_class_after_registration_is_called(
 
     _train(make_runner, toy_loader, Counting(), max_epochs=1)
     assert seen == list(range(2, len(toy_loader)))
+
+
+# -- CheckpointHook(**kwargs) and runner.save_checkpoint -------------------------------------
+def test_checkpoint_hook_forwards_meta_to_every_checkpoint(make_runner, toy_loader, tmp_path):
+    """Before: CheckpointHook(meta=...) raised TypeError (mmcv forwards **kwargs)."""
+    runner = make_runner(max_len=2, meta=dict(seed=3, CLASSES='runner wins'))
+    runner.register_training_hooks(
+        optimizer_config={}, timer_config=None,
+        checkpoint_config=dict(interval=1, meta=dict(CLASSES=('a', 'b'), mmcls_version='0.25')))
+    runner.run([toy_loader], [('train', 1)])
+    for name in ('epoch_1.pth', 'epoch_2.pth'):
+        meta = torch.load(tmp_path / name, weights_only=True)['meta']
+        # mmcv: the hook's meta, updated with runner.meta, then the position
+        assert (meta['mmcls_version'], meta['CLASSES'], meta['seed']) == ('0.25', 'runner wins', 3)
+    assert meta['epoch'] == 2
+
+
+def test_checkpoint_hook_refuses_a_keyword_save_checkpoint_does_not_take(make_runner,
+                                                                        toy_loader):
+    runner = make_runner(max_len=1)
+    runner.register_hook(CheckpointHook(interval=1, bogus=1))
+    with pytest.raises(TypeError, match='bogus'):
+        runner.run([toy_loader], [('train', 1)])
+    runner = make_runner(max_len=1)
+    runner.register_training_hooks(checkpoint_config=dict(interval=1, bogus=1))
+    with pytest.raises(TypeError, match='bogus'):  # from a config: before the first iteration
+        runner.run([toy_loader], [('train', 1)])
+    assert runner.iter == 0
+
+
+class _SavesEvery(Hook):
+    """A 1.x-era hook that saves with the runner's own numbering (as mmcv's hooks call it)."""
+
+    def __init__(self, out_dir, by_epoch):
+        self.out_dir, self.by_epoch = out_dir, by_epoch
+
+    def after_train_iter(self, runner):
+        if not self.by_epoch and self.every_n_iters(runner, 2):
+            runner.save_checkpoint(self.out_dir, filename_tmpl='ckpt_{}.pth',
+                                   create_symlink=False)
+
+    def after_train_epoch(self, runner):
+        if self.by_epoch:
+            runner.save_checkpoint(self.out_dir, filename_tmpl='ckpt_{}.pth',
+                                   create_symlink=False)
+
+
+@pytest.mark.parametrize('by_epoch', [True, False], ids=['EpochBasedRunner', 'IterBasedRunner'])
+def test_save_checkpoint_numbers_files_as_mmcv(make_runner, toy_loader, tmp_path, by_epoch):
+    """Before: under IterBasedRunner a template was numbered by epoch and overwrote itself."""
+    out = tmp_path / 'ckpts'
+    runner = make_runner(by_epoch=by_epoch, max_len=2 if by_epoch else 6)
+    runner.register_hook(OptimizerHook())
+    runner.register_hook(_SavesEvery(str(out), by_epoch))
+    runner.run([toy_loader], [('train', 1)])
+    # mmcv: filename_tmpl.format(epoch + 1) / format(iter + 1) at the hook's call
+    expected = ['ckpt_1.pth', 'ckpt_2.pth'] if by_epoch else ['ckpt_2.pth', 'ckpt_4.pth',
+                                                               'ckpt_6.pth']
+    assert sorted(os.listdir(out)) == expected
+    last = torch.load(out / expected[-1], weights_only=True)
+    assert last['meta']['iter'] == (2 * len(toy_loader) if by_epoch else 6)
+
+
+def test_a_fresh_runner_names_its_checkpoint_as_mmcv(make_runner, tmp_path):
+    epoch_runner, iter_runner = make_runner(max_len=2), make_runner(by_epoch=False, max_len=4)
+    assert osp.basename(epoch_runner.save_checkpoint(str(tmp_path))) == 'epoch_1.pth'
+    assert osp.basename(iter_runner.save_checkpoint(str(tmp_path))) == 'iter_1.pth'
+
+
+# -- runner.model as passed ---------------------------------------------------------------
+class _ReadsFc(Hook):
+    def before_train_iter(self, runner):
+        self.weight = runner.model.fc1.weight  # a 1.x hook reading the model directly
+
+
+def test_runner_model_is_the_model_passed(make_runner, toy_loader, toy_model):
+    """Before: runner.model was a ModelWrapper (hooks reading runner.model.fc1 broke)."""
+    runner = make_runner(toy_model, max_len=1)
+    assert runner.model is toy_model and runner.model_name == 'ToyModel'
+    reader = _ReadsFc()
+    runner.register_hook(OptimizerHook())
+    runner.register_hook(reader)
+    runner.register_hook(EMAHook(momentum=0.5))  # works on a plain module too
+    runner.run([toy_loader], [('train', 1)])
+    assert reader.weight is toy_model.fc1.weight
+    assert runner.model_wrapper.module is toy_model
+
+
+def test_a_wrapper_passed_stays_runner_model(make_runner, toy_model):
+    wrapped = ModelWrapper(toy_model)
+    runner = make_runner(wrapped)
+    assert runner.model is wrapped and runner.model_wrapper is wrapped
+    assert runner.model_name == 'ToyModel'
+
+
+def test_batch_processor_function_warns_as_mmcv(make_runner):
+    def batch_processor(model, data, train_mode, **kwargs):
+        return {}
+
+    with pytest.warns(DeprecationWarning, match='batch_processor is deprecated'):
+        make_runner(batch_processor=batch_processor)
+
+
+# -- exception classes 1.x code catches -------------------------------------------------------
+@pytest.mark.parametrize('make', [
+    lambda: StepLrUpdaterHook(step=[0]),                                  # mmcv: assert s > 0
+    lambda: StepLrUpdaterHook(step=1, warmup='linear', warmup_iters=0),   # assert warmup_iters > 0
+    lambda: StepLrUpdaterHook(step=1, warmup='linear', warmup_iters=2, warmup_ratio=2),
+    lambda: CosineAnnealingLrUpdaterHook(min_lr=0, min_lr_ratio=0.1),    # assert one of them
+    lambda: CyclicLrUpdaterHook(by_epoch=True),                           # assert not by_epoch
+    lambda: CyclicLrUpdaterHook(step_ratio_up=1.5),
+    lambda: CosineAnnealingMomentumUpdaterHook(min_momentum=None),
+])
+def test_hook_arguments_mmcv_asserted_are_assertion_errors(make):
+    """Before: a plain ValueError, which 1.x ``except AssertionError`` does not catch."""
+    with pytest.raises(AssertionError):
+        make()
+    with pytest.raises(ValueError):  # mtrain's documented type still holds
+        make()
+
+
+def test_config_errors_are_catchable_as_what_mmcv_raised():
+    with pytest.raises(AssertionError):  # an invalid value mmcv asserted on, through a config
+        build(dict(type='StepLrUpdaterHook', step=[0]), HOOKS, 'lr_config')
+    with pytest.raises(TypeError):  # an unknown keyword: mmcv's TypeError
+        build(dict(type='StepLrUpdaterHook', step=1, bogus=1), HOOKS, 'lr_config')
+    with pytest.raises(ConfigError):
+        build(dict(type='StepLrUpdaterHook', step=1, bogus=1), HOOKS, 'lr_config')
+
+
+def test_runner_and_checkpoint_errors_are_catchable_as_mmcvs(make_runner, tmp_path, toy_model):
+    with pytest.raises(AssertionError):  # mmcv: assert isinstance(hook, Hook)
+        make_runner().register_hook(object())
+    with pytest.raises(FileNotFoundError):  # mmcv: FileNotFoundError
+        load_checkpoint(toy_model, str(tmp_path / 'missing.pth'))
+    path = make_runner(toy_model).save_checkpoint(str(tmp_path))
+    with pytest.raises(AssertionError):  # mmcv: assert state_dict, '... not in the model'
+        load_checkpoint_with_prefix('backbone', path)
+    with pytest.raises(CheckpointError):
+        load_checkpoint_with_prefix('backbone', path)

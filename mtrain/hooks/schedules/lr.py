@@ -12,6 +12,7 @@ policies in :mod:`.lr_cyclic`; this module exports them all.
 from typing import Optional, Sequence, Union
 
 from ...registry import HOOKS
+from ...utils.errors import AssertedValueError
 from .ahead import own_policy
 from .base import AnnealToMin
 from .lr_base import LrUpdaterHook
@@ -226,7 +227,7 @@ class CosineRestartLrUpdaterHook(_AnnealToMin):
         self.restart_weights = ([1] * len(self.periods) if restart_weights is None
                                 else list(restart_weights))
         if len(self.periods) != len(self.restart_weights):
-            raise ValueError(f'CosineRestartLrUpdaterHook: periods ({len(self.periods)}) and '
+            raise AssertedValueError(f'CosineRestartLrUpdaterHook: periods ({len(self.periods)}) and '
                              f'restart_weights ({len(self.restart_weights)}) must have the '
                              'same length.')
         self.cumulative_periods = [sum(self.periods[:i + 1]) for i in range(len(self.periods))]

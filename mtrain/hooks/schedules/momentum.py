@@ -12,6 +12,7 @@ import numbers
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ...registry import HOOKS
+from ...utils.errors import AssertedValueError
 from .ahead import own_policy
 from .base import AnnealToMin, ScheduleHook, Values
 from .formulas import (annealing_cos, annealing_linear, anneal_func,
@@ -192,11 +193,11 @@ class CyclicMomentumUpdaterHook(MomentumUpdaterHook):
                  anneal_strategy: str = 'cos', gamma: float = 1., **kwargs) -> None:
         owner = type(self).__name__
         if by_epoch:
-            raise ValueError(f'{owner} changes the momentum every iteration; '
+            raise AssertedValueError(f'{owner} changes the momentum every iteration; '
                              'by_epoch=True is not supported. Remove by_epoch.')
         self.target_ratio = normalize_target_ratio(owner, target_ratio)
         if not 0 <= step_ratio_up < 1:
-            raise ValueError(f'{owner}: step_ratio_up must be in [0, 1), got {step_ratio_up!r}.')
+            raise AssertedValueError(f'{owner}: step_ratio_up must be in [0, 1), got {step_ratio_up!r}.')
         self.cyclic_times = cyclic_times
         self.step_ratio_up = step_ratio_up
         self.gamma = gamma
@@ -245,7 +246,7 @@ class OneCycleMomentumUpdaterHook(MomentumUpdaterHook):
                  by_epoch: bool = False, **kwargs) -> None:
         owner = type(self).__name__
         if by_epoch:
-            raise ValueError(f'{owner} changes the momentum every iteration; '
+            raise AssertedValueError(f'{owner} changes the momentum every iteration; '
                              'by_epoch=True is not supported. Remove by_epoch.')
         for key, value in (('base_momentum', base_momentum), ('max_momentum', max_momentum)):
             if isinstance(value, bool) or not isinstance(value, (numbers.Real, list, dict)):
