@@ -23,7 +23,8 @@ each iteration (a rollback with ``optimizer.load_state_dict`` is followed).
 """
 
 import copy
-from typing import Any, Dict, List, Optional, Tuple
+import operator
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 #: How many iterations a by-iteration schedule of mtrain's own computes at a time.
 AHEAD = 512
@@ -38,8 +39,8 @@ POLICY_METHODS = (
 #: Attributes that change every iteration or hold the cache: not part of the key.
 _VOLATILE = frozenset(('regular_lr', 'regular_momentum', '_ahead', '_regular_epoch'))
 
-# class -> the policy functions it had when it was declared mtrain's own
-_OWN: Dict[type, Tuple[Any, ...]] = {}
+# class -> (a getter of its policy functions, the functions it had when declared)
+_OWN: Dict[type, Tuple[Callable[[type], Any], Any]] = {}
 
 
 def own_policy(cls: type) -> type:
@@ -48,19 +49,16 @@ def own_policy(cls: type) -> type:
     Records the class's policy functions now; if any is replaced later
     (``cls.get_lr = ...``), the class is asked every iteration again.
     """
-    _OWN[cls] = _methods(cls)
+    methods = operator.attrgetter(*(n for n in POLICY_METHODS if hasattr(cls, n)))
+    _OWN[cls] = (methods, methods(cls))
     return cls
-
-
-def _methods(cls: type) -> Tuple[Any, ...]:
-    return tuple(getattr(cls, name, None) for name in POLICY_METHODS)
 
 
 def computes_ahead(hook) -> bool:
     """Whether ``hook``'s values may come from the rows: mtrain's behaviour, unpatched."""
     cls = type(hook)
-    methods = _OWN.get(cls)
-    if methods is None or cls.reads_group or _methods(cls) != methods:
+    own = _OWN.get(cls)
+    if own is None or cls.reads_group or own[0](cls) != own[1]:
         return False
     return vars(hook).keys().isdisjoint(POLICY_METHODS)
 
