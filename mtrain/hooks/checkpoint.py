@@ -1,12 +1,13 @@
 """Save checkpoints every N epochs or iterations, keeping the last K."""
 
+import difflib
 import inspect
 import os
 import os.path as osp
 from typing import List, Optional
 
 from ..registry import HOOKS
-from ..utils.errors import ConfigTypeError, did_you_mean
+from ..utils.errors import ConfigTypeError
 from .hook import Hook, periodic_stages
 
 
@@ -31,7 +32,8 @@ class CheckpointHook(Hook):
         by_epoch: count epochs (else iterations, also under EpochBasedRunner,
             where a mid-epoch checkpoint resumes mid-epoch).
         save_optimizer: include the optimizer state.
-        out_dir: folder (default: the work dir).
+        out_dir: folder (default: the work dir); another folder gets the work
+            dir's name appended, ``out_dir/<work dir name>``, as in mmcv >= 1.3.16.
         max_keep_ckpts: keep this many newest files (-1: all). A file is only
             removed after a newer one was written whole.
         save_last: always save at the end of training.
@@ -65,6 +67,7 @@ class CheckpointHook(Hook):
         self.by_epoch = by_epoch
         self.save_optimizer = save_optimizer
         self.out_dir = out_dir
+        self._out_dir_arg = out_dir
         self.max_keep_ckpts = max_keep_ckpts
         self.save_last = save_last
         self.filename_tmpl = filename_tmpl
@@ -80,7 +83,12 @@ class CheckpointHook(Hook):
         return periodic_stages(self, self.by_epoch)
 
     def before_run(self, runner) -> None:
-        self.out_dir = self.out_dir or runner.work_dir
+        # mmcv >= 1.3.16: another out_dir gets the work dir's name appended
+        # (out_dir/<work dir name>); computed from the argument, so a second run() agrees.
+        root = self._out_dir_arg or runner.work_dir
+        if root != runner.work_dir and runner.work_dir is not None:
+            root = osp.join(root, osp.basename(runner.work_dir.rstrip(osp.sep)))
+        self.out_dir = root
         _check_save_arguments(runner, self.args)
 
     def after_train_epoch(self, runner) -> None:
@@ -127,10 +135,10 @@ def _refuse_typos(kwargs) -> None:
     own = [n for n in inspect.signature(CheckpointHook.__init__).parameters
            if n not in ('self', 'kwargs')]
     for name in kwargs:
-        hint = did_you_mean(name, own)
-        if hint:
-            raise ConfigTypeError(f"CheckpointHook does not accept the argument '{name}'.{hint}",
-                                  key=name)
+        near = difflib.get_close_matches(name, own, n=1, cutoff=0.85)  # a typo, not a new key
+        if near:
+            raise ConfigTypeError(f"CheckpointHook does not accept the argument '{name}'. "
+                                  f"Did you mean '{near[0]}'?", key=name)
 
 
 def _check_save_arguments(runner, args) -> None:

@@ -204,7 +204,7 @@ class Hook:
         return runner.iter + 1 == runner.max_iters
 
     def _overrides(self, method: str) -> bool:
-        if method in vars(self):  # assigned on the instance
+        if method in getattr(self, '__dict__', ()):  # assigned on the instance
             return True
         return getattr(type(self), method, None) is not getattr(Hook, method, None)
 

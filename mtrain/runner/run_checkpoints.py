@@ -80,7 +80,8 @@ class RunnerCheckpoints:
             self.optim_step.gather_window()
         state = None
         if self.world_size > 1 and getattr(self.model_wrapper, 'collective_checkpoint', False):
-            state = self.state_dict(save_optimizer, copy=True)  # the gather takes every rank
+            # The gather takes every rank; rank 0 keeps a host copy until it writes.
+            state = self.state_dict(save_optimizer, copy=self.rank == 0)
         self._gathered = (self._point(), save_optimizer, state if self.rank == 0 else None)
 
     def _point(self) -> Tuple[int, int, int]:
@@ -133,6 +134,7 @@ class RunnerCheckpoints:
         point, gathered_optimizer, state = getattr(self, '_gathered', (None, None, None))
         gathered = point == self._point() and gathered_optimizer == save_optimizer
         if gathered and state is not None:
+            self._gathered = (point, gathered_optimizer, None)  # written once, then let go
             return state
         if self.world_size > 1 and getattr(self.model_wrapper, 'collective_checkpoint', False):
             raise CheckpointError(

@@ -259,6 +259,17 @@ def test_checkpoint_hook_refuses_a_keyword_save_checkpoint_does_not_take(make_ru
     assert runner.iter == 0
 
 
+def test_checkpoint_hook_out_dir_gets_the_work_dir_name_as_mmcv(make_runner, toy_loader,
+                                                                 tmp_path):
+    """mmcv >= 1.3.16: CheckpointHook(out_dir=X) writes X/<work dir name>/epoch_N.pth."""
+    out = tmp_path / 'elsewhere'
+    runner = make_runner(max_len=1)
+    runner.register_training_hooks(optimizer_config={}, timer_config=None,
+                                   checkpoint_config=dict(interval=1, out_dir=str(out)))
+    runner.run([toy_loader], [('train', 1)])
+    assert sorted(os.listdir(out / tmp_path.name)) == ['epoch_1.pth', 'latest.pth']
+
+
 class _SavesEvery(Hook):
     """A 1.x-era hook that saves with the runner's own numbering (as mmcv's hooks call it)."""
 
