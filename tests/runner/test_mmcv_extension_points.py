@@ -6,6 +6,7 @@ source (``mmcv/runner/hooks/lr_updater.py``, ``momentum_updater.py``,
 ``iter_based_runner.py``). Issue 21.
 """
 
+import logging
 import math
 import os
 import os.path as osp
@@ -20,7 +21,7 @@ from mtrain.hooks.momentum_updater import (CosineAnnealingMomentumUpdaterHook,
                                            MomentumUpdaterHook)
 from mtrain.parallel import ModelWrapper
 from mtrain.registry import HOOKS, build
-from mtrain.runner import CheckpointError, load_checkpoint
+from mtrain.runner import CheckpointError, EpochBasedRunner, load_checkpoint
 from mtrain.runner.checkpoint import load_checkpoint_with_prefix
 from mtrain.utils.errors import ConfigError
 
@@ -370,7 +371,13 @@ def test_config_errors_are_catchable_as_what_mmcv_raised():
         build(dict(type='StepLrUpdaterHook', step=1, bogus=1), HOOKS, 'lr_config')
 
 
-def test_runner_and_checkpoint_errors_are_catchable_as_mmcvs(make_runner, tmp_path, toy_model):
+def test_runner_and_checkpoint_errors_are_catchable_as_mmcvs(make_runner, tmp_path, toy_model,
+                                                              toy_loader):
+    with pytest.raises(AssertionError):  # mmcv: assert len(data_loaders) == len(workflow)
+        make_runner().run([toy_loader], [('train', 1), ('val', 1)])
+    with pytest.raises(AssertionError):  # mmcv: assert self._max_epochs is not None
+        EpochBasedRunner(toy_model, optimizer=torch.optim.SGD(toy_model.parameters(), lr=0.1),
+                         logger=logging.getLogger('x')).run([toy_loader], [('train', 1)])
     with pytest.raises(AssertionError):  # mmcv: assert isinstance(hook, Hook)
         make_runner().register_hook(object())
     with pytest.raises(FileNotFoundError):  # mmcv: FileNotFoundError
