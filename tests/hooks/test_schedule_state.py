@@ -183,3 +183,12 @@ def test_a_subclass_of_a_builtin_policy_is_asked_every_iteration():
         runner.iter = it
         hook.before_train_iter(runner)
     assert not hook._ahead.rows
+
+
+def test_an_object_hung_on_the_hook_is_compared_as_itself_not_copied():
+    import threading
+    hook = CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False)
+    hook.lock = threading.Lock()  # cannot be deep-copied
+    rows = _drive(hook, lambda hook, runner: None)
+    assert hook._ahead.rows
+    assert [r[0] for r in rows] == pytest.approx([_cosine(i, 40) for i in range(40)], rel=1e-12)

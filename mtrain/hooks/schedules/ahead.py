@@ -22,7 +22,6 @@ and the hook writes them into ``runner.optimizer.param_groups`` as read at
 each iteration (a rollback with ``optimizer.load_state_dict`` is followed).
 """
 
-import copy
 import operator
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -67,6 +66,21 @@ def _state(hook) -> Dict[str, Any]:
     return {k: v for k, v in vars(hook).items() if k not in _VOLATILE}
 
 
+def _frozen(value: Any) -> Any:
+    """A copy of ``value``'s containers (lists, tuples, dicts, sets), the rest shared.
+
+    Compared with ``==`` to the live attributes: an in-place change of a list
+    (``hook.step.append(12)``) shows, and any other object (a logger someone
+    hung on the hook) is compared as itself, never copied.
+    """
+    if isinstance(value, dict):
+        return {k: _frozen(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return type(value)(_frozen(v) for v in value) if not hasattr(value, '_fields') \
+            else value
+    return value
+
+
 class AheadCache:
     """The rows ``(regular, written)`` of iterations ``start``, ``start + 1``, … and their key."""
 
@@ -88,7 +102,7 @@ class AheadCache:
         return self.rows[i]
 
     def _compute(self, hook, runner) -> None:
-        self.state = copy.deepcopy(_state(hook))
+        self.state = _frozen(_state(hook))
         self.max_iters = runner.max_iters
         start = runner.iter
         stop = max(start + 1, min(start + AHEAD, runner.max_iters or 0))
