@@ -23,9 +23,12 @@ _CHECKPOINT = ('save_checkpoint', 'load_checkpoint', 'load_state_dict', 'get_sta
 _OPTIM = ('build_optimizer', 'build_optimizers', 'build_optimizer_constructor',
           'DefaultOptimizerConstructor')
 _PARALLEL = ('MMDataParallel', 'MMDistributedDataParallel', 'ModelWrapper',
-             'MTDistributedDataParallel', 'is_module_wrapper')
+             'MTDistributedDataParallel', 'is_module_wrapper', 'DataContainer', 'collate',
+             'scatter', 'scatter_kwargs')
+_MODULES = ('BaseModule', 'Sequential', 'ModuleList', 'ModuleDict')
+_FP16 = ('auto_fp16', 'force_fp32', 'wrap_fp16_model', 'LossScaler')
 _REGISTRY = ('HOOKS', 'RUNNERS', 'OPTIMIZERS', 'OPTIMIZER_CONSTRUCTORS', 'MODEL_WRAPPERS',
-             'MODELS', 'DATASETS')
+             'MODELS', 'DATASETS', 'INITIALIZERS')
 _UTILS = ('get_dist_info', 'init_dist', 'master_only', 'get_priority', 'Priority',
           'set_random_seed', 'get_logger', 'print_log')
 _DIST = ('allreduce_grads', 'allreduce_params')
@@ -34,6 +37,8 @@ _NAMES = {
     **{n: ('mtrain.runner.checkpoint', n) for n in _CHECKPOINT},
     **{n: ('mtrain.optim', n) for n in _OPTIM},
     **{n: ('mtrain.parallel', n) for n in _PARALLEL},
+    **{n: ('mtrain.models.base_module', n) for n in _MODULES},
+    **{n: ('mtrain.models.fp16_utils', n) for n in _FP16},
     **{n: ('mtrain.registry', n) for n in _REGISTRY},
     **{n: ('mtrain.utils', n) for n in _UTILS},
     **{n: ('mtrain.utils.dist', n) for n in _DIST},

@@ -40,6 +40,8 @@ HOOKS = _registry('hook', MME_HOOKS, 'mtrain.hooks')
 BATCH_PROCESSORS = _registry('batch processor', None, 'mtrain.processors')
 RUNNERS = _registry('runner', MME_RUNNERS, 'mtrain.runner')
 MODEL_WRAPPERS = _registry('model wrapper', MME_MODEL_WRAPPERS, 'mtrain.parallel')
+# mmcv 1.x's init_cfg initializers ('Kaiming', 'Pretrained', ...): BaseModule.init_weights
+INITIALIZERS = _registry('initializer', None, 'mtrain.models.initializers')
 # torchvision's model builders, named 'torchvision.<builder>' (mmengine's scope
 # syntax): filled on the first such lookup, so torchvision is imported only
 # when a config names one of its models.

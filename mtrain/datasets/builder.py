@@ -5,6 +5,7 @@ from typing import Any, Optional
 import torch
 from torch.utils.data import DataLoader
 
+from ..utils.data_container import CollateWithContainers
 from .samplers import DistributedSampler
 
 
@@ -29,6 +30,12 @@ def build_dataloader(dataset: Any, samples_per_gpu: int, workers_per_gpu: int,
         persistent_workers: keep workers alive between epochs (when workers > 0).
         prefetch_factor: batches each worker loads ahead (when workers > 0).
         **kwargs: any other ``DataLoader`` argument (e.g. ``collate_fn``).
+
+    Batches are made by PyTorch's ``default_collate``, or, when a dataset's
+    samples hold mmcv's ``DataContainer`` fields (1.x pipelines ending in
+    ``DefaultFormatBundle`` / ``Collect``), by mmcv's ``collate`` with
+    ``samples_per_gpu`` (:class:`~mtrain.utils.data_container.CollateWithContainers`).
+    A dataset's own ``collate_fn`` attribute, or the ``collate_fn`` argument, wins.
     """
     for name, value in (('samples_per_gpu', samples_per_gpu), ('workers_per_gpu', workers_per_gpu)):
         if not isinstance(value, int) or value < (1 if name == 'samples_per_gpu' else 0):
@@ -48,6 +55,8 @@ def build_dataloader(dataset: Any, samples_per_gpu: int, workers_per_gpu: int,
         pin_memory = torch.cuda.is_available()
     # A dataset whose items need their own batching (one batch per task) brings its collate.
     kwargs.setdefault('collate_fn', getattr(dataset, 'collate_fn', None))
+    if kwargs['collate_fn'] is None:
+        kwargs['collate_fn'] = CollateWithContainers(samples_per_gpu)
     return DataLoader(dataset, batch_size=samples_per_gpu, sampler=sampler,
                       num_workers=workers_per_gpu, pin_memory=pin_memory,
                       drop_last=drop_last, **kwargs)

@@ -4,32 +4,40 @@ import os.path as osp
 from typing import Any, Dict, Optional
 
 import torch
+from torch import nn
 
 from ..registry import HOOKS
+from ..step.torch_protocol import foreach_lerp_
 from ..utils.modules import strip_wrapper_prefix
 from .hook import Hook
 
 
 @HOOKS.register_module()
 class EMAHook(Hook):
-    """Keep ``ema = (1 - m) * ema + m * param`` for every trainable parameter.
+    """Keep ``ema = (1 - m) * ema + m * param`` for every parameter of the model.
 
-    As mmcv 1.x's ``EMAHook``: updates happen every ``interval``-th update,
-    each with ``m = min(momentum ** interval, (1 + t) / (warm_up + t))`` at
-    the ``t``-th update (from 0), so the average follows the weights closely
-    at first and, once warmed up, an update every ``interval`` steps decays
-    as much as ``interval`` updates with ``momentum`` would. Unlike mmcv,
-    ``t`` counts optimizer updates (``runner.num_updates``), not iterations:
-    accumulation micro-steps and skipped fp16 steps leave the average alone
-    (the same numbers as mmcv whenever each iteration steps). Buffers
-    (BatchNorm statistics) are not averaged.
+    As mmcv 1.x's ``EMAHook``: every parameter is averaged (a frozen one's
+    average stays its value, so unfreezing it mid-run just works), updates
+    happen every ``interval``-th update, each with ``m = min(momentum **
+    interval, (1 + t) / (warm_up + t))`` at the ``t``-th update (from 0), so
+    the average follows the weights closely at first and, once warmed up, an
+    update every ``interval`` steps decays as much as ``interval`` updates
+    with ``momentum`` would. Unlike mmcv, ``t`` counts optimizer updates
+    (``runner.num_updates``), not iterations: accumulation micro-steps and
+    skipped fp16 steps leave the average alone (the same numbers as mmcv
+    whenever each iteration steps). Buffers (BatchNorm statistics) are not
+    averaged. The parameters are read from the model at each update, so one
+    added or replaced mid-run starts its own average there.
 
     The averages live in the hook and go into checkpoints through
     :meth:`state_dict` (``hooks.EMAHook.ema``), so a resumed run continues
     them; the model's own weights in the checkpoint stay the trained ones.
     With ``evaluate_ema=True`` the averaged weights are swapped into the
     model for each evaluation (``before_evaluation``) and swapped back after
-    it (``after_evaluation``).
+    it (``after_evaluation``). As in mmcv, the best checkpoint (``save_best``,
+    written between the two) holds the averaged weights that were scored;
+    its ``hooks.EMAHook.trained`` keeps the trained ones, which a resume from
+    that file puts back.
 
     Config::
 
@@ -69,18 +77,24 @@ class EMAHook(Hook):
         self.resume_from = resume_from
         self.evaluate_ema = evaluate_ema
         self.ema: Dict[str, torch.Tensor] = {}
-        self._params: Dict[str, torch.nn.Parameter] = {}
-        self._loaded: Dict[str, torch.Tensor] = {}
+        self._model: Optional[nn.Module] = None
+        self._loaded: Dict[str, Any] = {}
         self._seen_updates = 0
         self._swapped = False
 
+    def _params(self) -> Dict[str, nn.Parameter]:
+        """The model's parameters, read now (not kept: they may be replaced mid-run)."""
+        return dict(self._model.named_parameters())
+
     def before_run(self, runner) -> None:
-        self._params = {n: p for n, p in runner.model_wrapper.module.named_parameters()
-                        if p.requires_grad}
-        start = self._loaded or (_load_averages(self.resume_from) if self.resume_from else {})
+        self._model = runner.model_wrapper.module
+        loaded, self._loaded = self._loaded, {}
+        start = loaded.get('ema') or (
+            _load_averages(self.resume_from) if self.resume_from else {})
+        params = self._params()
         self.ema = {n: _start_value(start, n, p).to(p.device, p.dtype, copy=True)
-                    for n, p in self._params.items()}
-        self._loaded = {}
+                    for n, p in params.items()}
+        _copy_into(params, loaded.get('trained', {}))  # resumed from a best file: see below
         self._seen_updates = runner.num_updates
 
     def before_train_iter(self, runner) -> None:
@@ -97,11 +111,16 @@ class EMAHook(Hook):
             return
         m = self.momentum if self.warm_up + t == 0 else min(
             self.momentum, (1 + t) / (self.warm_up + t))
-        averages = list(self.ema.values())
-        params = [self._params[n].detach() for n in self.ema]
+        params = self._follow(self._params())
         # ema += m * (param - ema) for all tensors in one fused kernel per device/dtype
-        # (torch's foreach ops are underscored but stable; torch.optim is built on them).
-        torch._foreach_lerp_(averages, params, m)
+        foreach_lerp_(list(self.ema.values()), [params[n].detach() for n in self.ema], m)
+
+    def _follow(self, params: Dict[str, nn.Parameter]) -> Dict[str, nn.Parameter]:
+        """Start an average for a parameter new to the model, drop a removed one's."""
+        if params.keys() != self.ema.keys():
+            self.ema = {n: self.ema[n] if n in self.ema else p.detach().clone()
+                        for n, p in params.items()}
+        return params
 
     def before_evaluation(self, runner) -> None:
         if self.evaluate_ema and not self._swapped:
@@ -113,8 +132,9 @@ class EMAHook(Hook):
 
     def _swap(self) -> None:
         with torch.no_grad():
+            params = self._follow(self._params())
             for name, average in self.ema.items():
-                param = self._params[name]
+                param = params[name]
                 kept = param.detach().clone()
                 param.copy_(average)
                 average.copy_(kept)
@@ -123,17 +143,29 @@ class EMAHook(Hook):
     def state_dict(self) -> Dict[str, Any]:
         if not self.ema:
             return {}
-        assert not self._swapped, '[EMAHook] checkpoint requested while EMA weights are swapped in'
-        return {'ema': {n: t.detach().cpu() for n, t in self.ema.items()}}
+        if not self._swapped:
+            return {'ema': _cpu(self.ema)}
+        # Written between before_ and after_evaluation (the best checkpoint): the model
+        # holds the averages, this hook the trained weights.
+        return {'ema': _cpu(self._params()), 'trained': _cpu(self.ema)}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        averages = state.get('ema', {})
-        if self._params:  # the run has started: copy into place
-            for name, value in averages.items():
-                if name in self.ema:
-                    self.ema[name].copy_(value)
-        else:  # resumed before the run: used in before_run
-            self._loaded = dict(averages)
+        if self._model is None:  # resumed before the run: used in before_run
+            self._loaded = dict(state)
+            return
+        _copy_into(self.ema, state.get('ema', {}))
+        _copy_into(self._params(), state.get('trained', {}))
+
+
+def _cpu(tensors: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    return {n: t.detach().cpu() for n, t in tensors.items()}
+
+
+def _copy_into(targets: Dict[str, torch.Tensor], values: Dict[str, torch.Tensor]) -> None:
+    with torch.no_grad():
+        for name, value in values.items():
+            if name in targets:
+                targets[name].copy_(value)
 
 
 def mmcv_buffer_name(param_name: str) -> str:

@@ -215,9 +215,9 @@ class EvalHook(Hook):
         runner.call_hook('before_evaluation')
         results = self.test(runner)
         key_score = self.evaluate(runner, results)
-        runner.call_hook('after_evaluation')
         if self.save_best and key_score:  # mmcv skips a score of 0 (or None) too
-            self._save_ckpt(runner, key_score)
+            self._save_ckpt(runner, key_score)  # before after_evaluation: the scored weights
+        runner.call_hook('after_evaluation')
 
     @torch.no_grad()
     def test(self, runner) -> Any:

@@ -22,7 +22,8 @@ DDP the ranks decide together: a step is skipped on every rank when the loss
 is not finite on any of them, so the weights stay identical. Where the
 verdict goes follows ``GradScaler``'s rule:
 
-- a fused optimizer (``_step_supports_amp_scaling``: ``torch.optim.SGD``,
+- a fused optimizer (``_step_supports_amp_scaling``, see
+  :mod:`mtrain.step.torch_protocol`: ``torch.optim.SGD``,
   ``Adam``, ``AdamW`` with ``fused=True``, on CUDA or the CPU) gets it on the
   device as ``found_inf``, as GradScaler hands it its overflow flag, and its
   kernels leave weights and state (momenta, Adam's step count) untouched: no
@@ -38,6 +39,10 @@ verdict goes follows ``GradScaler``'s rule:
   the step is not run, not counted in ``num_updates``, and a warning is
   logged at once.
 
+Either way the interval's logged ``grad_norm`` (with ``grad_clip``) is the
+mean over the updates that were applied: a skipped update's norm (NaN) is
+left out, whether the host or the device skipped it.
+
 ``nan_policy = None`` turns the guard off.
 """
 
@@ -48,6 +53,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from ..registry import HOOKS
+from ..step.torch_protocol import supports_device_skip
 from .hook import Hook
 
 
@@ -180,7 +186,7 @@ class NanGuardHook(Hook):
 def _suggest_fused(runner) -> None:
     """On a GPU, say once how ``skip`` avoids its host sync per update, where it can."""
     optimizer = runner.optimizer
-    if (runner.device.type != 'cuda' or getattr(optimizer, '_step_supports_amp_scaling', False)
+    if (runner.device.type != 'cuda' or supports_device_skip(optimizer)
             or 'fused' not in inspect.signature(type(optimizer).__init__).parameters):
         return
     runner.logger.info(

@@ -22,6 +22,7 @@ from torch import nn
 
 from ..registry import HOOKS
 from ..step import STEPPED, OptimStep, UpdateResult, check_autocast_support
+from ..utils.modules import wrap_fp16_model
 from .hook import Hook
 
 
@@ -45,7 +46,6 @@ class OptimizerHook(Hook):
     """
 
     priority = 'ABOVE_NORMAL'
-    _processor_backwards = False
     _settles_at_log_lines = False
 
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None,
@@ -88,14 +88,13 @@ class OptimizerHook(Hook):
                                 f'attribute (a BatchProcessor subclass); '
                                 f'{type(runner.batch_processor).__name__} has none')
             runner.batch_processor.autocast_dtype = step.amp_dtype
-        step.setup(runner.optimizer, runner.device, runner.max_iters, runner.model_wrapper.module,
-                   runner.logger)
-        # Read once: a processor written before the BatchProcessor base class may lack it.
-        self._processor_backwards = getattr(runner.batch_processor, 'does_backward', False)
+            wrap_fp16_model(runner.model)  # mmcv's: @auto_fp16/@force_fp32 methods switch on
+        step.setup(runner.optimizer, runner.device, runner.model_wrapper.module, runner.logger,
+                   run_end=lambda: run_end(runner))
         if step.cumulative_iters > 1:
             self._warn_about_accumulation(runner)
         if not self._settles_at_log_lines:  # (the buffer polls it at every log line)
-            runner.log_buffer.add_source(lambda: self._settle_device_skips(runner))
+            runner.log_buffer.add_source(lambda: self._at_log_line(runner))
             self._settles_at_log_lines = True
 
     def after_run(self, runner) -> None:
@@ -104,31 +103,42 @@ class OptimizerHook(Hook):
 
     def after_train_iter(self, runner) -> None:
         step, it, hooked = self.optim_step, runner.iter, runner.hooked_stages
-        if not self._processor_backwards:
+        # (getattr: a processor written before the BatchProcessor base class may lack it)
+        if not getattr(runner.batch_processor, 'does_backward', False):
             if 'before_backward' in hooked:  # (a point no hook uses costs nothing)
                 runner.call_hook('before_backward')
             step.backward(runner.outputs['loss'], it)
             if 'after_backward' in hooked:
                 runner.call_hook('after_backward')
         if step.ends_window(it):
+            step.optimizer = runner.optimizer  # (a hook may have replaced it)
             if step.scaler is not None:  # (nothing to unscale in full precision or bf16)
                 step.unscale_()
             if 'before_optimizer_step' in hooked:
                 runner.call_hook('before_optimizer_step')
             result = step.update()
-            if result is STEPPED and step.scaler is None and not step.skip_nonfinite:
+            if result is STEPPED and not step.can_skip:
                 runner.num_updates += 1  # the common case: nothing to log
             else:
                 self.record(runner, result)
 
     def record(self, runner, result: UpdateResult) -> None:
-        """Count the update and log ``grad_norm`` and the skipped steps."""
+        """Count the update and log ``grad_norm`` and the skipped steps.
+
+        The norm of a skipped update (inf or NaN) is not logged, whether the
+        host or the device decided the skip: where updates can be skipped the
+        norms go through the step's meter, which drops the ones flagged on
+        the device when it is read at the log line.
+        """
         step = self.optim_step
         if result.stepped:
             runner.num_updates += 1  # (if deferred, maybe skipped: see _settle_device_skips)
             if result.grad_norm is not None:
-                runner.log_buffer.update({'grad_norm': result.grad_norm},
-                                         runner.outputs.get('num_samples', 1))
+                weight = runner.outputs.get('num_samples', 1)
+                if step.can_skip:
+                    step.grad_norms.add(result.grad_norm, weight, result.verdict.flag)
+                else:
+                    runner.log_buffer.update({'grad_norm': result.grad_norm}, weight)
         else:
             scale = f', loss scale now {step.scaler.get_scale():g}' if step.scaler else ''
             where = ' (on at least one rank)' if runner.world_size > 1 else ''
@@ -143,18 +153,23 @@ class OptimizerHook(Hook):
         if step.skip_nonfinite:
             runner.log_buffer.update({'skipped_steps': step.nonfinite_skips.total})
 
-    def _settle_device_skips(self, runner) -> Dict[str, Any]:
+    def _at_log_line(self, runner) -> Dict[str, Any]:
+        """Polled by the log buffer when it averages: settle the skips, give the norms."""
+        self._settle_device_skips(runner)
+        return self.optim_step.grad_norms.take()
+
+    def _settle_device_skips(self, runner) -> None:
         """Read the skips decided on the device, warn once and correct ``num_updates``.
 
         Polled by the log buffer when it averages (a log line: the buffer reads
         back then anyway) and called at the end of the run. Reads nothing when
         no update since the last call could have been skipped on the device.
-        Contributes no logged value (the counts are logged by :meth:`record`).
+        (The counts themselves are logged by :meth:`record`.)
         """
         step = self.optim_step
         new = step.take_device_skips()
         if not any(new.values()):
-            return {}
+            return
         runner.num_updates -= sum(new.values())
         where = ' (on at least one rank)' if runner.world_size > 1 else ''
         for kind, why, total in (('nonfinite', 'the loss was not finite', step.skipped_nonfinite),
@@ -166,7 +181,6 @@ class OptimizerHook(Hook):
                     f'{new[kind]} step(s) skipped since the last log line: {why}{where}; the '
                     f'fused optimizer left the weights unchanged on the device ({total} '
                     f'skipped so far; update count corrected to {runner.num_updates}{scale})')
-        return {}
 
     def _warn_about_accumulation(self, runner) -> None:
         if runner.iter % self.cumulative_iters and not self.optim_step.window_in_progress:
@@ -186,6 +200,25 @@ class OptimizerHook(Hook):
         self.optim_step.load_state_dict(state)
 
 
+def run_end(runner) -> Optional[int]:
+    """One past the run's last training iteration, from where the run is now.
+
+    An iteration-based run ends at ``max_iters``. An epoch-based one ends
+    ``max_epochs - epoch`` loader lengths after the current epoch's first
+    iteration, counted with the loader as it is now: a run resumed on another
+    number of processes (or batch size) has a different number of iterations
+    per epoch than its checkpoint's iteration count implies, and a stored
+    ``max_iters`` would put the end of the run in the wrong place.
+    """
+    if runner.max_epochs is None:
+        return runner.max_iters
+    try:
+        per_epoch = len(runner.data_loader)
+    except TypeError:  # (a loader without a length: the runner's own count)
+        return runner.max_iters
+    return runner.iter - runner.inner_iter + (runner.max_epochs - runner.epoch) * per_epoch
+
+
 @HOOKS.register_module()
 class GradientCumulativeOptimizerHook(OptimizerHook):
     """Accumulate gradients over ``cumulative_iters`` iterations, then step once.
@@ -194,9 +227,11 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
     epoch boundaries) and each loss is divided by the window length, except in
     the run's last, shorter window, whose losses are divided by its own length
     (``max_iters % cumulative_iters``), so every update averages the losses
-    that went into it. ``runner.num_updates`` moves once per window. A
-    checkpoint written inside a window holds its gradients, so a resumed run
-    makes the same update.
+    that went into it. The end of the run is asked for at each iteration
+    (:func:`run_end`): resumed on more processes, an epoch-based run has fewer
+    iterations left, and its last window is cut there. ``runner.num_updates``
+    moves once per window. A checkpoint written inside a window holds its
+    gradients, so a resumed run makes the same update.
 
     Config::
 

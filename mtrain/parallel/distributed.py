@@ -19,6 +19,7 @@ from ..utils import get_logger
 from ..utils.autograd import log_unused_parameters
 from ..utils.modules import module_device
 from .batch_call import call_with_batch, forward_as, has_own_steps
+from .scatter_gather import unpack_containers
 
 
 @MODEL_WRAPPERS.register_module()
@@ -82,6 +83,11 @@ class MTDistributedDataParallel(DistributedDataParallel):
         self.detect_anomalous_params = detect_anomalous_params
         self.own_steps = has_own_steps(module)  # mmcv 1.x's contract (see batch_call)
 
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        """DDP's forward, with mmcv's DataContainers unpacked onto the module's device first."""
+        inputs, kwargs = unpack_containers(inputs, kwargs, self.module)
+        return super().forward(*inputs, **kwargs)
+
     def train_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
         """Forward ``batch`` through DDP (the next backward syncs gradients).
 
@@ -108,7 +114,7 @@ class MTDistributedDataParallel(DistributedDataParallel):
         return call_with_batch(self, batch)
 
     def test_step(self, batch: Any) -> Any:
-        return call_with_batch(self, batch)
+        return call_with_batch(self, batch)  # (through forward: containers unpacked there)
 
 
 def _no_buffer_broadcast() -> Dict[str, bool]:

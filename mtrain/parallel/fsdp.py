@@ -19,6 +19,7 @@ from torch import nn
 
 from ..registry import MODEL_WRAPPERS
 from .batch_call import call_with_batch, forward_as, has_own_steps
+from .scatter_gather import unpack_containers
 
 
 @MODEL_WRAPPERS.register_module()
@@ -79,6 +80,7 @@ class MTFullyShardedDataParallel(nn.Module):
         self._sync = True
 
     def forward(self, *args, **kwargs) -> Any:
+        args, kwargs = unpack_containers(args, kwargs, self.module)  # mmcv's DataContainers
         return self.module(*args, **kwargs)
 
     def train_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
@@ -92,6 +94,7 @@ class MTFullyShardedDataParallel(nn.Module):
 
     def _step(self, step: str, batch: Any, args: tuple, kwargs: dict) -> Any:
         if self.own_steps:  # the model's own step runs as the sharded module's forward
+            (batch, *args), kwargs = unpack_containers((batch, ) + args, kwargs, self.module)
             with forward_as(self.module, step):
                 return self.module(batch, *args, **kwargs)
         return call_with_batch(self, batch)

@@ -6,16 +6,22 @@ forward, ``no_sync()`` suspends gradient synchronisation (a no-op here), and
 ``module`` is the user's model. :class:`MTDistributedDataParallel` offers the
 same methods over ``torch.nn.parallel.DistributedDataParallel``, so no code
 path branches on whether a run is distributed.
+
+Every wrapper unpacks mmcv's ``DataContainer`` fields (a 1.x pipeline's
+``img``, ``img_metas``, ``gt_semantic_seg``) before the model sees them, as
+mmcv's ``MMDataParallel`` does: stacked tensors on the model's device,
+``cpu_only`` fields as per-sample lists (:mod:`.scatter_gather`).
 """
 
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, Tuple
 
 from torch import nn
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
 from ..registry import MODEL_WRAPPERS
 from .batch_call import call_with_batch, has_own_steps
+from .scatter_gather import unpack_containers
 
 
 @MODEL_WRAPPERS.register_module()
@@ -34,7 +40,12 @@ class ModelWrapper(nn.Module):
         self.own_steps = has_own_steps(module)
 
     def forward(self, *args, **kwargs) -> Any:
+        args, kwargs = self.to_model_inputs(args, kwargs)
         return self.module(*args, **kwargs)
+
+    def to_model_inputs(self, inputs: tuple, kwargs: dict) -> Tuple[tuple, dict]:
+        """The arguments the model gets: DataContainers unpacked onto its device."""
+        return unpack_containers(inputs, kwargs, self._modules['module'])
 
     # The steps call the user's model directly: going through this wrapper's own
     # ``__call__`` would add a second module call per step, and ``self.module``
@@ -44,18 +55,22 @@ class ModelWrapper(nn.Module):
 
         mmcv contract: ``module.train_step(batch, *args, **kwargs)`` (args: the optimizer).
         """
-        if self.own_steps:
-            return self._modules['module'].train_step(batch, *args, **kwargs)
-        return call_with_batch(self._modules['module'], batch)
+        return self._step('train_step', batch, args, kwargs)
 
     def val_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
         """Forward ``batch`` for the val workflow phase / evaluation."""
-        if self.own_steps:
-            return self._modules['module'].val_step(batch, *args, **kwargs)
-        return call_with_batch(self._modules['module'], batch)
+        return self._step('val_step', batch, args, kwargs)
 
     def test_step(self, batch: Any) -> Any:
+        (batch, ), _ = self.to_model_inputs((batch, ), {})
         return call_with_batch(self._modules['module'], batch)
+
+    def _step(self, step: str, batch: Any, args: tuple, kwargs: dict) -> Any:
+        module = self._modules['module']
+        (batch, *args), kwargs = self.to_model_inputs((batch, ) + args, kwargs)
+        if self.own_steps:
+            return getattr(module, step)(batch, *args, **kwargs)
+        return call_with_batch(module, batch)
 
     def no_sync(self):
         """Nothing to synchronise in one process."""

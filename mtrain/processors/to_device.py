@@ -4,9 +4,15 @@ from typing import Any
 
 import torch
 
+from ..utils.data_container import DataContainer
+
 
 def to_device(batch: Any, device: torch.device) -> Any:
-    """Move every tensor in a nested dict/list/tuple to ``device`` (non-blocking)."""
+    """Move every tensor in a nested dict/list/tuple to ``device`` (non-blocking).
+
+    mmcv's ``DataContainer`` fields are left packed: the model wrapper unpacks
+    them onto the model's device (mmcv's scatter), keeping ``cpu_only`` ones.
+    """
     if isinstance(batch, torch.Tensor):
         # Comparing devices costs a quarter of a no-op ``.to()`` call (CPU runs, GPU datasets).
         return batch if batch.device == device else batch.to(device, non_blocking=True)
@@ -40,6 +46,9 @@ def batch_size(batch: Any) -> int:
 def _leading_dim(batch: Any):
     if isinstance(batch, torch.Tensor):
         return batch.shape[0] if batch.dim() else 1  # (len() goes through Python code)
+    if isinstance(batch, DataContainer):  # collated: one entry per chunk, the first is ours
+        first = batch.data[0] if batch.data else None
+        return _leading_dim(first) if isinstance(first, torch.Tensor) else len(first or ())
     if isinstance(batch, dict):
         batch = list(batch.values())
     if isinstance(batch, (list, tuple)):

@@ -1,11 +1,18 @@
-"""The optimizer step: one object owns backward, accumulation, loss scaling, clipping and the update.
+"""The optimizer step: backward, accumulation, loss scaling, clipping and the update.
 
 Built by the optimizer hooks from ``optimizer_config`` / ``fp16``; the batch
 processors call it; it imports nothing from the rest of mtrain but ``utils``.
+One piece a file: the accumulation window (``window``), the skip verdict
+(``verdict``), the update (``update``), the window's gradients in checkpoints
+(``window_grads``), the logged norm (``grad_norm``) and the private torch
+surface they rely on (``torch_protocol``); ``OptimStep`` runs them in order.
 """
 
 from .amp import check_autocast_support, parse_dtype, parse_loss_scale
-from .optim_step import STEPPED, STEPPED_DEFERRED, OptimStep, UpdateResult
+from .optim_step import OptimStep
+from .update import STEPPED, UpdateResult
+from .verdict import Verdict
+from .window import AccumulationWindow
 
-__all__ = ['OptimStep', 'STEPPED', 'STEPPED_DEFERRED', 'UpdateResult',
+__all__ = ['AccumulationWindow', 'OptimStep', 'STEPPED', 'UpdateResult', 'Verdict',
            'check_autocast_support', 'parse_dtype', 'parse_loss_scale']

@@ -1,6 +1,6 @@
 """Counting skipped updates where they are decided, on the host or on the device."""
 
-from typing import Union
+from typing import Any, Dict, Union
 
 import torch
 
@@ -51,3 +51,19 @@ class SkipCounter:
         new = self.unread()
         self.known, self._unread = self.known + new, False
         return new
+
+    def save(self, state: Dict[str, Any], key: str) -> None:
+        """Put the count under ``key`` (and the skips the host has not read under ``key_unread``).
+
+        Read back here (a checkpoint is a sync point anyway). Unread skips are
+        saved apart: the checkpoint's update count still includes them, and the
+        resumed run corrects it at its first log line.
+        """
+        count, unread = self.value(), self.unread()
+        if count:
+            state[key] = count
+        if unread:
+            state[f'{key}_unread'] = unread
+
+    def load(self, state: Dict[str, Any], key: str) -> None:
+        self.set(state.get(key, 0), state.get(f'{key}_unread', 0))

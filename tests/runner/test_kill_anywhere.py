@@ -18,6 +18,7 @@ import json
 import os
 import os.path as osp
 import random
+import shutil
 import sys
 
 import pytest
@@ -37,12 +38,30 @@ DIMENSIONS = dict(runner=('Epoch', 'Iter'), accumulate=(1, 3), fp16=(False, True
 SEED = int(os.environ.get('MTRAIN_MATRIX_SEED', random.SystemRandom().randrange(10**6)))
 
 
+def _extra_rows():
+    """States the product does not reach (issue 22), each with its kill point."""
+    base = dict(runner='Epoch', accumulate=3, fp16=False, eval=False, ema=False,
+                processor='Basic', procs=1)
+    return [
+        # head[0] unfrozen at iteration 13, inside the window epoch_1.pth (iter 14) is written
+        # in: its half-accumulated gradients are in the checkpoint, EMA averages it
+        ({**base, 'ema': True, 'unfreeze': 13}, 'iter:20'),
+        # the best file holds the EMA weights that were scored; killed after it is written
+        ({**base, 'runner': 'Iter', 'accumulate': 1, 'eval': True, 'ema': True}, 'eval:2'),
+        # killed on 1 process inside a window, resumed on 2: the run's end moves (7
+        # iterations an epoch instead of 14) and its last window is cut there
+        ({**base, 'accumulate': 4, 'resume_procs': 2}, 'iter:20'),
+    ]
+
+
 def _combinations():
     combos = [dict(zip(DIMENSIONS, values)) for values in itertools.product(*DIMENSIONS.values())]
     rng = random.Random(SEED)
     if not os.environ.get('MTRAIN_FULL_MATRIX'):
-        combos = rng.sample(combos, SAMPLE)
-    return [(combo, _kill_point(combo, rng)) for combo in combos]
+        extra = [rng.choice(_extra_rows())]  # one of them in every sample
+        return [(combo, _kill_point(combo, rng))
+                for combo in rng.sample(combos, SAMPLE - 1)] + extra
+    return [(combo, _kill_point(combo, rng)) for combo in combos] + _extra_rows()
 
 
 def _kill_point(combo, rng) -> str:
@@ -78,6 +97,10 @@ def _config(combo, path) -> str:
         custom.append("dict(type='EMAHook', momentum=0.1, warm_up=2)")
     if combo['processor'] == 'Multi':
         lines.append("batch_processor = dict(type='MultiBatchProcessor')")
+    if combo.get('unfreeze'):
+        lines.append("custom_imports = dict(imports=['kill_hook', 'unfreeze_hook'], "
+                     "allow_failed_imports=False)")
+        custom.append(f"dict(type='UnfreezeAtHook', at={combo['unfreeze']})")
     lines.append(f"custom_hooks = [{', '.join(custom)}]")
     with open(path, 'w') as f:
         f.write('\n'.join(lines) + '\n')
@@ -170,9 +193,36 @@ def _id(case):
 def test_killed_and_auto_resumed_run_ends_bitwise_as_the_uninterrupted_one(tmp_path, case):
     combo, kill_at = case
     config = _config(combo, tmp_path / 'cfg.py')
+    if combo.get('resume_procs'):
+        return _check_resume_on_other_procs(config, tmp_path, combo, kill_at)
     assert _train(config, tmp_path / 'reference', combo['procs']) == [0] * combo['procs']
     codes = _train(config, tmp_path / 'run', combo['procs'], kill_at)
     assert set(codes) <= {0, -9}, codes  # killed, or finished before the kill point
     resumed = _train(config, tmp_path / 'run', combo['procs'], resume=True)
     assert resumed == [0] * combo['procs']
     _assert_equal(_outcome(tmp_path / 'run'), _outcome(tmp_path / 'reference'), 'outcome')
+
+
+def _check_resume_on_other_procs(config, tmp_path, combo, kill_at):
+    """Killed, then resumed on ``resume_procs`` processes: as a clean resume from the same file.
+
+    No run on one process count is the reference here; the clean resume (the
+    checkpoint the killed run left, copied to a fresh folder) is, and the
+    update count is the windows' by hand: epoch_1.pth (iteration 14 of 1 x 14
+    an epoch) holds 3 updates and the half window [12, 16); 3 more epochs of 7
+    iterations end the run at 35: windows ending at 15, 19, ..., 31 and [32, 35).
+    (A stored max_iters, 4 x 7 = 28, divided iterations 28-34 by 0.)
+    """
+    run, clean = tmp_path / 'run', tmp_path / 'clean'
+    assert set(_train(config, run, combo['procs'], kill_at)) <= {0, -9}
+    name = osp.basename(os.readlink(run / 'latest.pth'))
+    clean.mkdir()
+    shutil.copy(run / name, clean / name)
+    os.symlink(name, clean / 'latest.pth')
+    procs = combo['resume_procs']
+    assert _train(config, run, procs, resume=True) == [0] * procs
+    assert _train(config, clean, procs, resume=True) == [0] * procs
+    outcome = _outcome(run)
+    _assert_equal(outcome, _outcome(clean), 'outcome')
+    assert name == 'epoch_1.pth' and outcome['last']['progress']['num_updates'] == 9
+    assert all(torch.isfinite(v).all() for v in outcome['last']['state_dict'].values())

@@ -9,6 +9,7 @@ call ``step()``), so both runs use the same kernels on the same batches.
 
 import itertools
 import logging
+import math
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from torch.overrides import TorchFunctionMode
 
 from mtrain.datasets import build_dataloader
 from mtrain.hooks import (CheckpointHook, Fp16OptimizerHook, GradientCumulativeOptimizerHook,
-                          Hook, NanGuardHook)
+                          Hook, NanGuardHook, OptimizerHook)
 from mtrain.runner import IterBasedRunner
 from mtrain.step import OptimStep
 
@@ -122,7 +123,7 @@ def _one_update(model, step, batch, iteration, poisoned):
 @pytest.mark.parametrize('kind', ['sgd', 'adamw'])
 def test_the_device_side_skip_reads_nothing_back(toy_model, toy_loader, kind):
     step = OptimStep(grad_clip=dict(max_norm=1.0))
-    step.setup(_optimizer(kind, toy_model.parameters()), torch.device('cpu'), max_iters=6,
+    step.setup(_optimizer(kind, toy_model.parameters()), torch.device('cpu'), run_end=lambda: 6,
                model=toy_model)
     step.skip_nonfinite = True
     batches = list(itertools.islice(toy_loader, 6))
@@ -137,7 +138,7 @@ def test_the_device_side_skip_reads_nothing_back(toy_model, toy_loader, kind):
 def test_a_non_fused_optimizer_reads_the_verdict_at_each_update(toy_model, toy_loader):
     step = OptimStep()
     optimizer = torch.optim.SGD(toy_model.parameters(), lr=0.1, momentum=0.9)  # foreach
-    step.setup(optimizer, torch.device('cpu'), max_iters=3, model=toy_model)
+    step.setup(optimizer, torch.device('cpu'), run_end=lambda: 3, model=toy_model)
     step.skip_nonfinite = True
     batches = list(itertools.islice(toy_loader, 3))
     assert _one_update(toy_model, step, batches[0], 0, False).stepped
@@ -150,7 +151,7 @@ def test_a_non_fused_optimizer_reads_the_verdict_at_each_update(toy_model, toy_l
 
 def test_state_round_trip_keeps_unread_skips_and_a_half_window(toy_model, toy_loader):
     step = OptimStep(cumulative_iters=2)
-    step.setup(_optimizer('sgd', toy_model.parameters()), torch.device('cpu'), max_iters=8,
+    step.setup(_optimizer('sgd', toy_model.parameters()), torch.device('cpu'), run_end=lambda: 8,
                model=toy_model)
     step.skip_nonfinite = True
     batches = list(itertools.islice(toy_loader, 5))
@@ -170,7 +171,7 @@ def test_state_round_trip_keeps_unread_skips_and_a_half_window(toy_model, toy_lo
     model = type(toy_model)()
     other = OptimStep(cumulative_iters=2)
     other.load_state_dict(state)  # before setup, as a resume does
-    other.setup(_optimizer('sgd', model.parameters()), torch.device('cpu'), max_iters=8,
+    other.setup(_optimizer('sgd', model.parameters()), torch.device('cpu'), run_end=lambda: 8,
                 model=model)
     other.skip_nonfinite = True
     assert other.skipped_nonfinite == 1 and other.window_in_progress
@@ -233,3 +234,43 @@ def test_fp16_overflow_with_a_fused_optimizer_is_counted_on_the_device(toy_model
                           else [f'inf/NaN gradients at iteration {inf_at + 1}'])
         runs.append(runner)
     _assert_bitwise_equal(_state(runs[0]), _state(runs[1]))
+
+
+class Averages(Hook):
+    """The log buffer's averages every ``interval`` iterations (what a log line shows)."""
+
+    priority = 'LOWEST'
+
+    def __init__(self, interval):
+        self.interval, self.lines = interval, []
+
+    def after_train_iter(self, runner):
+        if (runner.iter + 1) % self.interval == 0:
+            runner.log_buffer.average()
+            self.lines.append(dict(runner.log_buffer.output))
+            runner.log_buffer.clear_output()
+
+
+@pytest.mark.parametrize('kind', ['sgd', 'adamw'])
+def test_device_and_host_skips_log_the_same_grad_norm(toy_dataset, toy_model, tmp_path, logger,
+                                                      kind):
+    # Issue 22 item 8: a skip decided on the device logged grad_norm: nan for its interval,
+    # the host-side skip the norm of the applied updates.
+    loader = _poisoned_loader(toy_dataset)
+    logged = []
+    for device_skip in (True, False):
+        model = type(toy_model)()
+        optimizer = _optimizer(kind, model.parameters())
+        if not device_skip:
+            optimizer._step_supports_amp_scaling = False
+        runner = IterBasedRunner(model, optimizer=optimizer, work_dir=str(tmp_path),
+                                 logger=logger, max_iters=16)
+        averages = Averages(4)
+        for hook in (OptimizerHook(grad_clip=dict(max_norm=1.0)), NanGuardHook(action='skip'),
+                     averages):
+            runner.register_hook(hook)
+        runner.run([loader], [('train', 1)])
+        logged.append([line['grad_norm'] for line in averages.lines])
+    device, host = logged
+    assert len(device) == 4 and all(math.isfinite(v) for v in device), device
+    assert device == pytest.approx(host, rel=1e-12)

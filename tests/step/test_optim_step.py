@@ -89,7 +89,7 @@ def test_state_round_trip_restores_grads_scale_and_counts():
     model = torch.nn.Linear(3, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     step = OptimStep(cumulative_iters=4, amp_dtype='float16', loss_scale=dict(init_scale=64.))
-    step.setup(opt, torch.device('cpu'), max_iters=8, model=model)
+    step.setup(opt, torch.device('cpu'), run_end=lambda: 8, model=model)
     step.skipped_overflow = 2
     step.backward(model(torch.ones(5, 3)).sum(), iteration=0)
     state = step.state_dict()
@@ -100,7 +100,7 @@ def test_state_round_trip_restores_grads_scale_and_counts():
     other = OptimStep(cumulative_iters=4, amp_dtype='float16', loss_scale=dict(init_scale=8.))
     other.load_state_dict(state)  # before setup, as a resume does: applied in setup
     other.setup(torch.optim.SGD(other_model.parameters(), lr=0.1), torch.device('cpu'),
-                max_iters=8, model=other_model)
+                run_end=lambda: 8, model=other_model)
     assert other.scaler.get_scale() == 64. and other.skipped_overflow == 2
     assert torch.equal(other_model.weight.grad, model.weight.grad)
     assert other.window_in_progress
@@ -108,6 +108,6 @@ def test_state_round_trip_restores_grads_scale_and_counts():
 
 def test_window_arithmetic_follows_mmcv():
     step = OptimStep(cumulative_iters=3)
-    step.max_iters = 8  # windows [0-2], [3-5], [6-7]: the last is short
+    step.run_end = lambda: 8  # windows [0-2], [3-5], [6-7]: the last is short
     assert [step.ends_window(i) for i in range(8)] == [0, 0, 1, 0, 0, 1, 0, 1]
     assert [step.loss_divisor(i) for i in range(8)] == [3, 3, 3, 3, 3, 3, 2, 2]

@@ -1,0 +1,115 @@
+"""The update itself: clip, step (plainly, through the loss scaler, or skipping on the device).
+
+Everything is read from ``optimizer.param_groups`` at the step, never
+collected before the run: a parameter unfrozen mid-run (a fine-tuning
+schedule, an unfreeze hook), a param group added, or an optimizer state
+loaded by a rollback are all seen at the next update.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+import torch
+from torch import nn
+from torch.nn.utils import clip_grad_norm_
+
+from .torch_protocol import scaler_flag, step_unless_flagged, supports_device_skip
+from .verdict import APPLIED, SKIPPED, Verdict
+from .window_grads import optimizer_params
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What :meth:`OptimStep.update` did."""
+
+    verdict: Verdict  #: skipped or applied, known on the host or left on the device
+    grad_norm: Optional[torch.Tensor] = None  #: total norm before clipping (with grad_clip)
+    skipped_because: Optional[str] = None  #: why the host skipped the update
+
+    @property
+    def stepped(self) -> bool:
+        """Applied, as far as the host knows (a device skip is learnt at the next log line)."""
+        return self.verdict.skipped is not True
+
+    @property
+    def deferred(self) -> bool:
+        """The verdict is on the device: ``take_device_skips`` tells at the next read."""
+        return self.verdict.on_device
+
+
+STEPPED = UpdateResult(APPLIED)  #: the common result (applied, no norm), made once
+
+
+def params_with_grads(optimizer: torch.optim.Optimizer) -> List[nn.Parameter]:
+    """The parameters ``optimizer.step()`` will update now: those holding a gradient."""
+    return [p for p in optimizer_params(optimizer) if p.grad is not None]
+
+
+def clip_grads(optimizer: torch.optim.Optimizer,
+               grad_clip: Dict[str, Any]) -> Optional[torch.Tensor]:
+    """``clip_grad_norm_`` over the gradients the step will apply; the norm before clipping."""
+    params = params_with_grads(optimizer)
+    return clip_grad_norm_(params, **grad_clip) if params else None
+
+
+def step_plain(optimizer: torch.optim.Optimizer, verdict: Verdict) -> None:
+    """``optimizer.step()`` unless the host verdict skips it (a device one goes to the kernels)."""
+    if verdict.on_device:
+        step_unless_flagged(optimizer, verdict.flag)
+    elif not verdict.skipped:
+        optimizer.step()
+
+
+class ScaledStep:
+    """``torch.amp.GradScaler`` around the step, telling whether it skipped it.
+
+    GradScaler skips ``optimizer.step()`` on inf/NaN gradients and says so
+    nowhere public; a step post-hook is the public way to know. A fused
+    optimizer is stepped either way, handed GradScaler's flag on the device
+    (:func:`~.torch_protocol.scaler_flag`): the verdict then stays there.
+
+    Args:
+        scaler_args: ``GradScaler`` keyword arguments.
+        static_scale: a fixed scale, set back after every step (None: dynamic).
+    """
+
+    def __init__(self, scaler_args: Dict[str, Any], static_scale: Optional[float]) -> None:
+        self.scaler_args, self.static_scale = scaler_args, static_scale
+        self.scaler: Optional[torch.amp.GradScaler] = None
+        self._hooked: Optional[torch.optim.Optimizer] = None
+        self._handle = None
+        self._stepped = False
+        self._flag: Optional[torch.Tensor] = None
+
+    def start(self, device: torch.device) -> None:
+        self.scaler = torch.amp.GradScaler(device.type, **self.scaler_args)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle, self._hooked = None, None
+
+    def _watch(self, optimizer: torch.optim.Optimizer) -> None:
+        """Hook the optimizer stepped now (read each update: it may have been replaced)."""
+        if self._hooked is not optimizer:
+            self.stop()
+            self._handle = optimizer.register_step_post_hook(self._mark_stepped)
+            self._hooked = optimizer
+
+    def _mark_stepped(self, optimizer, args, kwargs) -> None:
+        self._stepped = True
+        self._flag = scaler_flag(optimizer)
+
+    def step(self, optimizer: torch.optim.Optimizer) -> Verdict:
+        """GradScaler's step and scale update; what became of the update."""
+        self._watch(optimizer)
+        self._stepped, self._flag = False, None
+        fresh = supports_device_skip(optimizer) and not optimizer.state  # creates the state
+        self.scaler.step(optimizer)  # skips optimizer.step() on inf/NaN gradients
+        self.scaler.update(self.static_scale)  # a static scale is set back every step
+        flag, self._flag = self._flag, None
+        if flag is None:
+            return APPLIED if self._stepped else SKIPPED
+        if fresh and optimizer.state and bool(flag):  # (one read, first steps only)
+            optimizer.state.clear()  # fused SGD's new momentum: uninitialised memory
+        return Verdict.device(flag)
