@@ -39,13 +39,14 @@ def test_async_checkpoints_equal_the_synchronous_ones(make_runner, toy_loader, t
     kwargs = dict(interval=5, by_epoch=False, max_keep_ckpts=2)
     _run(make_runner, toy_loader, out_dir=str(tmp_path / 'sync'), **kwargs)
     _run(make_runner, toy_loader, out_dir=str(tmp_path / 'async'), async_save=True, **kwargs)
-    files = sorted(os.listdir(tmp_path / 'sync'))
-    assert files == sorted(os.listdir(tmp_path / 'async')) == \
+    sync_dir, async_dir = (tmp_path / d / tmp_path.name for d in ('sync', 'async'))  # as mmcv
+    files = sorted(os.listdir(sync_dir))
+    assert files == sorted(os.listdir(async_dir)) == \
         ['iter_15.pth', 'iter_20.pth', 'iter_24.pth', 'latest.pth']
-    assert os.readlink(tmp_path / 'async' / 'latest.pth') == 'iter_24.pth'
+    assert os.readlink(async_dir / 'latest.pth') == 'iter_24.pth'
     for name in files:
-        sync = load_checkpoint_file(str(tmp_path / 'sync' / name))
-        written = load_checkpoint_file(str(tmp_path / 'async' / name))
+        sync = load_checkpoint_file(str(sync_dir / name))
+        written = load_checkpoint_file(str(async_dir / name))
         for key in ('state_dict', 'optimizer', 'progress', 'hooks', 'log_buffer', 'rng'):
             _assert_same(sync[key], written[key])
 
