@@ -25,7 +25,7 @@ from mmengine.registry import TRANSFORMS as MME_TRANSFORMS
 from mmengine.registry import Registry
 
 from .compat.registry import Registry as MMCVRegistry
-from .utils.errors import ConfigError, did_you_mean
+from .utils.errors import ConfigError, ConfigTypeError, config_error_for, did_you_mean
 
 
 def _registry(name: str, parent: Optional[Registry], package: str) -> Registry:
@@ -125,11 +125,13 @@ def build(cfg: Dict[str, Any], registry: Registry, key: str,
         if e.key is not None and not e.key.startswith(key):
             # Raised by a build nested in this one (a pipeline step, a backbone):
             # its key is relative to this node, so prefix this node's path.
-            raise ConfigError(e.message, key=f'{key}.{e.key}', filename=e.filename) from e
+            raise type(e)(e.message, key=f'{key}.{e.key}', filename=e.filename) from e
         raise
     except (TypeError, ValueError, KeyError, AssertionError) as e:
         name = getattr(obj_cls, '__name__', str(obj_cls))
-        raise ConfigError(f'building {name} failed: {type(e).__name__}: {e}', key=key) from e
+        # catchable as what it was (TypeError, AssertionError), as mmcv's build_from_cfg
+        raise config_error_for(e)(f'building {name} failed: {type(e).__name__}: {e}',
+                                  key=key) from e
 
 
 def _check_keywords(obj_cls: Any, args: Dict[str, Any], key: str,
@@ -155,7 +157,7 @@ def _check_keywords(obj_cls: Any, args: Dict[str, Any], key: str,
         if name not in accepted:
             cls_name = getattr(obj_cls, '__name__', str(obj_cls))
             shown = [n for n in dict.fromkeys(accepted) if n not in internal]  # unique, in order
-            raise ConfigError(
+            raise ConfigTypeError(  # mmcv: TypeError (an unexpected keyword argument)
                 f"{cls_name} does not accept the argument '{name}'."
                 f'{did_you_mean(name, shown)} Accepted: {", ".join(shown)}.',
                 key=f'{key}.{name}')

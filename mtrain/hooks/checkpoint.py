@@ -1,10 +1,13 @@
 """Save checkpoints every N epochs or iterations, keeping the last K."""
 
+import difflib
+import inspect
 import os
 import os.path as osp
 from typing import List, Optional
 
 from ..registry import HOOKS
+from ..utils.errors import ConfigTypeError
 from .hook import Hook, periodic_stages
 
 
@@ -29,7 +32,8 @@ class CheckpointHook(Hook):
         by_epoch: count epochs (else iterations, also under EpochBasedRunner,
             where a mid-epoch checkpoint resumes mid-epoch).
         save_optimizer: include the optimizer state.
-        out_dir: folder (default: the work dir).
+        out_dir: folder (default: the work dir); another folder gets the work
+            dir's name appended, ``out_dir/<work dir name>``, as in mmcv >= 1.3.16.
         max_keep_ckpts: keep this many newest files (-1: all). A file is only
             removed after a newer one was written whole.
         save_last: always save at the end of training.
@@ -39,6 +43,13 @@ class CheckpointHook(Hook):
             while training goes on (crash-safe all the same; see
             :mod:`mtrain.runner.checkpoint_writer`). Worth it when writing
             takes long next to an iteration: a large model, a slow disk.
+        meta: added to each checkpoint's meta, as mmcv 1.x forwards it:
+            ``meta=dict(CLASSES=..., mmcls_version=...)``, what 1.x
+            ``tools/train.py`` scripts set (the runner's own meta wins on a
+            shared key, as in mmcv).
+        **kwargs: more ``runner.save_checkpoint`` keywords, passed on at
+            every save as mmcv does; checked against its signature before the
+            run (a config's unknown key is refused when the hook is built).
     """
 
     priority = 'NORMAL'
@@ -47,7 +58,8 @@ class CheckpointHook(Hook):
                  out_dir: Optional[str] = None, max_keep_ckpts: int = -1,
                  save_last: bool = True, filename_tmpl: Optional[str] = None,
                  create_symlink: bool = True, async_save: bool = False, sync_buffer: bool = False,
-                 file_client_args: Optional[dict] = None) -> None:
+                 file_client_args: Optional[dict] = None, meta: Optional[dict] = None,
+                 **kwargs) -> None:
         if not isinstance(interval, int) or interval == 0 or interval < -1:
             raise ValueError(f'checkpoint interval must be a positive integer or -1 (only the '
                              f'last), got {interval!r}')
@@ -55,11 +67,15 @@ class CheckpointHook(Hook):
         self.by_epoch = by_epoch
         self.save_optimizer = save_optimizer
         self.out_dir = out_dir
+        self._out_dir_arg = out_dir
         self.max_keep_ckpts = max_keep_ckpts
         self.save_last = save_last
         self.filename_tmpl = filename_tmpl
         self.create_symlink = create_symlink
         self.async_save = async_save
+        _refuse_typos(kwargs)
+        # mmcv's name: the save_checkpoint keywords given beyond the hook's own
+        self.args = dict(kwargs) if meta is None else dict(kwargs, meta=meta)
         # sync_buffer and file_client_args are mmcv 1.x options accepted for
         # compatibility: buffers are synchronised by DDP, files are local.
 
@@ -67,7 +83,13 @@ class CheckpointHook(Hook):
         return periodic_stages(self, self.by_epoch)
 
     def before_run(self, runner) -> None:
-        self.out_dir = self.out_dir or runner.work_dir
+        # mmcv >= 1.3.16: another out_dir gets the work dir's name appended
+        # (out_dir/<work dir name>); computed from the argument, so a second run() agrees.
+        root = self._out_dir_arg or runner.work_dir
+        if root != runner.work_dir and runner.work_dir is not None:
+            root = osp.join(root, osp.basename(runner.work_dir.rstrip(osp.sep)))
+        self.out_dir = root
+        _check_save_arguments(runner, self.args)
 
     def after_train_epoch(self, runner) -> None:
         if self.by_epoch and (self.every_n_epochs(runner, self.interval)
@@ -85,10 +107,11 @@ class CheckpointHook(Hook):
         runner.at_stage_end(lambda: self._write(runner, number, tmpl))
 
     def _write(self, runner, number: int, tmpl: str) -> None:
+        runner.gather_checkpoint_state(self.save_optimizer)  # every rank; rank 0 writes
         path = runner.save_checkpoint(
             self.out_dir, filename_tmpl=tmpl.format(number), save_optimizer=self.save_optimizer,
             create_symlink=self.create_symlink, background=self.async_save,
-            on_written=lambda path: self._on_written(runner, path, number, tmpl))
+            on_written=lambda path: self._on_written(runner, path, number, tmpl), **self.args)
         if path is None:  # not rank 0
             return
         runner.logger.info(f'{"Saving" if self.async_save else "Saved"} checkpoint {path}')
@@ -105,3 +128,30 @@ class CheckpointHook(Hook):
                 if not osp.exists(old_path):
                     break
                 os.remove(old_path)
+
+
+def _refuse_typos(kwargs) -> None:
+    """A keyword that is a near miss of the hook's own (``intervall``) fails at once, named."""
+    own = [n for n in inspect.signature(CheckpointHook.__init__).parameters
+           if n not in ('self', 'kwargs')]
+    for name in kwargs:
+        near = difflib.get_close_matches(name, own, n=1, cutoff=0.85)  # a typo, not a new key
+        if near:
+            raise ConfigTypeError(f"CheckpointHook does not accept the argument '{name}'. "
+                                  f"Did you mean '{near[0]}'?", key=name)
+
+
+def _check_save_arguments(runner, args) -> None:
+    """Refuse keywords that ``runner.save_checkpoint`` does not take, before the first epoch."""
+    taken = inspect.signature(runner.save_checkpoint).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in taken.values()):
+        return
+    fixed = ('out_dir', 'filename_tmpl', 'save_optimizer', 'create_symlink', 'background',
+             'on_written')
+    unknown = sorted(k for k in args if k not in taken or k in fixed)
+    if unknown:
+        usable = ', '.join(k for k in taken if k not in fixed)
+        raise TypeError(f'CheckpointHook got keyword(s) {", ".join(unknown)} that '
+                        f'{type(runner).__name__}.save_checkpoint does not take (or that '
+                        f'CheckpointHook sets itself); it forwards only: {usable}. Remove them '
+                        'from checkpoint_config.')

@@ -35,5 +35,5 @@ class ClosureHook(Hook):
     def triggered_stages(self) -> List[str]:
         return [s for s in STAGES if self.fn_name in (s, _FALLBACK.get(s))]
 
-    def method_for(self, stage: str):
-        return getattr(self, self.fn_name)
+    def name_for(self, stage: str) -> str:
+        return self.fn_name

@@ -87,7 +87,7 @@ class EMAHook(Hook):
         return dict(self._model.named_parameters())
 
     def before_run(self, runner) -> None:
-        self._model = runner.model.module
+        self._model = runner.model_wrapper.module
         loaded, self._loaded = self._loaded, {}
         start = loaded.get('ema') or (
             _load_averages(self.resume_from) if self.resume_from else {})

@@ -310,7 +310,8 @@ class EvalHook(Hook):
         msgs['best_ckpt'] = self.best_ckpt_path  # in the best checkpoint's own meta too
         if runner.rank == 0:
             os.makedirs(self.out_dir, exist_ok=True)
-        # Every rank calls it (a sharded FSDP model gathers its weights); rank 0 writes.
+        # Every rank gathers (a sharded FSDP model's weights); rank 0 writes.
+        runner.gather_checkpoint_state()
         path = runner.save_checkpoint(self.out_dir, filename_tmpl=name, create_symlink=False)
         if path is None:
             return

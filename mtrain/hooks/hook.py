@@ -28,15 +28,21 @@ to ``before_iter`` (likewise for ``after_*`` and ``val``), as in mmcv 1.x, so a
 hook that acts on both phases overrides one method.
 
 A hook only runs at the points it overrides: the runner asks
-:meth:`Hook.triggered_stages` once at registration and never calls a hook
-that has nothing to do, so an idle hook costs nothing per iteration.
+:meth:`Hook.triggered_stages` and never calls a hook that has nothing to do,
+so an idle hook costs nothing per iteration. The runner looks each method up
+by name at every call, so a method replaced on the class or the instance
+later is the one called; assigning a stage method on an instance (``hook.
+after_train_iter = fn``) also bumps :data:`Hook.methods_version`, on which
+the runner keys which hooks it calls at which stage.
 
 A hook with state worth keeping across a resume (a schedule position, the
 best metric so far, a buffer) returns it from :meth:`state_dict`; the runner
 stores it in the checkpoint under the hook's name and gives it back through
 :meth:`load_state_dict`.
 
-Hooks read these runner attributes: ``model``, ``optimizer``, ``data_loader``,
+Hooks read these runner attributes: ``model`` (as the user passed it),
+``model_wrapper`` (what the steps call; ``.module`` is the user's model),
+``optimizer``, ``data_loader``,
 ``outputs``, ``epoch``, ``iter``, ``inner_iter``, ``num_updates``,
 ``max_epochs``, ``max_iters``, ``log_buffer``, ``work_dir``, ``logger``,
 ``rank``, ``world_size``, ``meta``, and ``optim_step`` (the run's
@@ -68,6 +74,10 @@ _FALLBACK = {
 }
 
 
+#: The names a runner calls: every stage and the generic methods they fall back to.
+_DISPATCH_NAMES = frozenset(STAGES) | frozenset(_FALLBACK.values())
+
+
 class Hook:
     """Base class of all hooks; override the points you need."""
 
@@ -75,6 +85,19 @@ class Hook:
     priority = 'NORMAL'
     #: Every stage a runner calls (mmcv's ``Hook.stages`` holds its 10 of them).
     stages = STAGES
+    #: Bumped whenever a stage method is assigned to (or deleted from) a hook
+    #: instance: the runners rebuild which hooks act at which stage.
+    methods_version = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in _DISPATCH_NAMES:
+            Hook.methods_version += 1
+
+    def __delattr__(self, name: str) -> None:
+        object.__delattr__(self, name)
+        if name in _DISPATCH_NAMES:
+            Hook.methods_version += 1
 
     def before_run(self, runner) -> None:
         pass
@@ -181,6 +204,8 @@ class Hook:
         return runner.iter + 1 == runner.max_iters
 
     def _overrides(self, method: str) -> bool:
+        if method in getattr(self, '__dict__', ()):  # assigned on the instance
+            return True
         return getattr(type(self), method, None) is not getattr(Hook, method, None)
 
     def triggered_stages(self) -> List[str]:
@@ -198,16 +223,22 @@ class Hook:
         stages = self.triggered_stages()
         return [s for s in MMCV_STAGES if s in stages]
 
-    def method_for(self, stage: str):
-        """The bound method that does this hook's work at ``stage``.
+    def name_for(self, stage: str) -> str:
+        """The name of the method that does this hook's work at ``stage``.
 
         ``before_train_iter`` of a hook that only overrides ``before_iter`` is
-        its ``before_iter`` itself: the runner calls it without the fallback hop.
+        its ``before_iter`` itself: the runner calls it without the fallback
+        hop. The runner looks the name up at every call (never a bound method
+        kept from registration), so a method replaced later is the one called.
         """
         fallback = _FALLBACK.get(stage)
         if fallback is not None and not self._overrides(stage):
-            return getattr(self, fallback)
-        return getattr(self, stage)
+            return fallback
+        return stage
+
+    def method_for(self, stage: str):
+        """The bound method that does this hook's work at ``stage`` (looked up now)."""
+        return getattr(self, self.name_for(stage))
 
 
 def periodic_stages(hook: Hook, by_epoch: bool) -> List[str]:

@@ -89,7 +89,7 @@ class OptimizerHook(Hook):
                                 f'{type(runner.batch_processor).__name__} has none')
             runner.batch_processor.autocast_dtype = step.amp_dtype
             wrap_fp16_model(runner.model)  # mmcv's: @auto_fp16/@force_fp32 methods switch on
-        step.setup(runner.optimizer, runner.device, runner.model.module, runner.logger,
+        step.setup(runner.optimizer, runner.device, runner.model_wrapper.module, runner.logger,
                    run_end=lambda: run_end(runner))
         if step.cumulative_iters > 1:
             self._warn_about_accumulation(runner)

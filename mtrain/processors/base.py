@@ -50,7 +50,7 @@ class BatchProcessor:
     - **Mixed precision.** ``autocast_dtype`` is set by the fp16 optimizer
       hook before the run; :meth:`forward` runs the model under it.
     - **Accumulation under DDP.** A forward whose backward does not end an
-      accumulation window runs inside ``runner.model.no_sync()``:
+      accumulation window runs inside ``runner.model_wrapper.no_sync()``:
       :meth:`grad_sync` gives that context (or a no-op one).
 
     Args:
@@ -88,15 +88,15 @@ class BatchProcessor:
         return torch.autocast(device.type, dtype=self.autocast_dtype)
 
     def forward(self, runner, batch: Any) -> Any:
-        """``runner.model.train_step(batch)`` between the forward hook points, under autocast."""
+        """``runner.model_wrapper.train_step(batch)`` between the forward hook points, autocast."""
         hooked = runner.hooked_stages
         if 'before_forward' in hooked:
             runner.call_hook('before_forward')
         if self.autocast_dtype is None:
-            output = runner.model.train_step(batch)  # the common case: no context to enter
+            output = runner.model_wrapper.train_step(batch)  # the common case: no context
         else:
             with self.autocast(runner.device):
-                output = runner.model.train_step(batch)
+                output = runner.model_wrapper.train_step(batch)
         if 'after_forward' in hooked:
             runner.call_hook('after_forward')
         return output
@@ -113,7 +113,7 @@ class BatchProcessor:
     def evaluate(self, runner, batch: Any) -> Dict[str, Any]:
         """The eval-mode outputs: losses if the model returns them, else ``predictions``."""
         with self.autocast(runner.device):
-            output = runner.model.val_step(batch)
+            output = runner.model_wrapper.val_step(batch)
         if not _looks_like_losses(output):
             return {'predictions': output, 'num_samples': batch_size(batch)}
         loss, log_vars = parse_losses(output)
@@ -130,13 +130,13 @@ class BatchProcessor:
         step = runner.optim_step
         if final and (step is None or step.ends_window(runner.iter)):
             return nullcontext()
-        return runner.model.no_sync()
+        return runner.model_wrapper.no_sync()
 
     def to_channels_last(self, runner, batch: Any) -> Any:
         """The batch with 4-D float tensors in channels_last; converts the model on first use."""
         if not self._model_in_channels_last:
             # In place (the parameters stay the same objects the optimizer holds).
-            runner.model.to(memory_format=torch.channels_last)
+            runner.model_wrapper.to(memory_format=torch.channels_last)
             self._model_in_channels_last = True
         if isinstance(batch, dict):
             return {k: self.to_channels_last(runner, v) for k, v in batch.items()}

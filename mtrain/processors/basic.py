@@ -14,7 +14,7 @@ class BasicBatchProcessor(BatchProcessor):
     """Forward one batch and collect its losses; the ``OptimizerHook`` back-propagates.
 
     ``processor(runner, batch, train_mode)`` moves ``batch`` to
-    ``runner.device`` (non-blocking), calls ``runner.model.train_step`` (or
+    ``runner.device`` (non-blocking), calls ``runner.model_wrapper.train_step`` (or
     ``val_step``) and returns ``dict(loss, log_vars, num_samples)``. In eval
     mode a model that returns predictions gives ``predictions`` instead.
 
@@ -30,7 +30,8 @@ class BasicBatchProcessor(BatchProcessor):
         batch = to_device(batch, runner.device)
         if self.channels_last:
             batch = self.to_channels_last(runner, batch)
-        if getattr(runner.model, 'own_steps', False):  # mmcv's contract (parallel/batch_call.py)
+        # mmcv's contract (parallel/batch_call.py)
+        if getattr(runner.model_wrapper, 'own_steps', False):
             return self.own_step(runner, batch, train_mode)
         if not train_mode:
             return self.evaluate(runner, batch)
@@ -46,7 +47,8 @@ class BasicBatchProcessor(BatchProcessor):
     def own_step(self, runner, batch: Any, train_mode: bool) -> Dict[str, Any]:
         """``model.train_step(batch, optimizer)`` (or ``val_step``): the model makes the outputs."""
         runner.call_hook('before_forward')
-        step = runner.model.train_step if train_mode else runner.model.val_step
+        model = runner.model_wrapper
+        step = model.train_step if train_mode else model.val_step
         with self.grad_sync(runner), self.autocast(runner.device):
             outputs = step(batch, runner.optimizer)
         runner.call_hook('after_forward')

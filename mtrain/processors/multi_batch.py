@@ -130,7 +130,7 @@ class MultiBatchProcessor(BatchProcessor):
         self.current = micro
         runner.call_hook('before_forward')  # hooks read self.current (output set after)
         with self.autocast(runner.device):
-            micro.output = runner.model.train_step(micro.batch)
+            micro.output = runner.model_wrapper.train_step(micro.batch)
         runner.call_hook('after_forward')
         loss, log_vars = self.loss_collector(micro.output)
         micro.loss = loss / micro.count if self.loss_reduction == 'mean' else loss

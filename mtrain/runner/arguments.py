@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ..parallel import has_own_steps, is_module_wrapper, unwrap
+from ..utils.errors import AssertedTypeError
 from .batch_function import is_mmcv_batch_function
 
 
@@ -25,8 +26,10 @@ def check_runner_arguments(model: Any, batch_processor: Any, optimizer: Any, wor
         raise RuntimeError('batch_processor and model.train_step()/model.val_step() cannot be '
                            "both available: the model's train_step already does the step")
     if is_module_wrapper(model) and not hasattr(model, 'train_step'):
-        raise TypeError(f'{type(model).__name__} has no train_step: pass the plain model (the '
-                        'runner wraps it) or wrap it in MMDistributedDataParallel')
+        # mmcv asserts hasattr(model, 'train_step'): catchable as either
+        raise AssertedTypeError(f'{type(model).__name__} has no train_step: pass the plain '
+                                'model (the runner wraps it) or wrap it in '
+                                'MMDistributedDataParallel')
     _check_optimizer(optimizer)
     if logger is not None and not isinstance(logger, logging.Logger):
         raise TypeError(f'logger must be a logging.Logger object, but got {type(logger)}')

@@ -1,6 +1,6 @@
 """What every runner shares: hooks, counters, checkpoints; no loop of its own.
 
-The base runner knows nothing of configs: it takes a built (wrapped) model,
+The base runner knows nothing of configs: it takes a built model,
 optimizer and batch processor. ``EpochBasedRunner`` and ``IterBasedRunner``
 add the loop. Use it from Python as in mmcv 1.x::
 
@@ -18,6 +18,7 @@ import os
 import os.path as osp
 import signal
 import time
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
@@ -29,6 +30,7 @@ from ..parallel import ModelWrapper, is_module_wrapper
 from ..processors import BasicBatchProcessor
 from ..utils import get_dist_info, get_logger, get_priority
 from ..utils.dist import sum_by_key
+from ..utils.errors import AssertedTypeError
 from ..utils.modules import module_device
 from .arguments import check_runner_arguments
 from .batch_function import BatchFunctionProcessor, is_mmcv_batch_function
@@ -45,10 +47,11 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
     The arguments, their order and their checks are mmcv 1.x's.
 
     Args:
-        model: the model; one that is not a model wrapper
-            (:func:`~mtrain.parallel.is_module_wrapper`) is wrapped in
-            ``ModelWrapper``. A model with its own ``train_step`` follows
-            mmcv's model contract (see :mod:`mtrain.parallel.batch_call`).
+        model: the model, kept as passed in ``runner.model`` (as mmcv). The
+            steps call :attr:`model_wrapper`: the model itself if it is a
+            wrapper (:func:`~mtrain.parallel.is_module_wrapper`), else a
+            ``ModelWrapper`` of it. A model with its own ``train_step``
+            follows mmcv's model contract (see :mod:`mtrain.parallel.batch_call`).
         batch_processor: what a step does with a batch: an mtrain processor
             object (default ``BasicBatchProcessor``), or mmcv's
             ``batch_processor(model, data, train_mode, **kwargs)`` function
@@ -72,9 +75,13 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
                  max_epochs: Optional[int] = None) -> None:
         check_runner_arguments(model, batch_processor, optimizer, work_dir, logger, meta,
                                max_iters, max_epochs)
-        self.model = model if is_module_wrapper(model) else ModelWrapper(model)
+        #: The model as passed (mmcv's ``runner.model``): hooks may read ``runner.model.fc``.
+        self.model = model
+        self._wrapper: Tuple[Optional[nn.Module], Optional[nn.Module]] = (None, None)
         self.optimizer = optimizer
         if is_mmcv_batch_function(batch_processor):
+            warnings.warn('batch_processor is deprecated, please implement train_step() and '
+                          'val_step() in the model instead.', DeprecationWarning, stacklevel=2)
             batch_processor = BatchFunctionProcessor(batch_processor)
         self.batch_processor = batch_processor or BasicBatchProcessor()
         self.rank, self.world_size = get_dist_info()
@@ -84,7 +91,7 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
         self.logger = logger or get_logger()
         self.meta = dict(meta or {})
         self.timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
-        self.device = module_device(self.model)
+        self.device = module_device(self.model_wrapper)
         self.mode: Optional[str] = None
         self.data_loader = None
         self.data_batch = None
@@ -100,11 +107,10 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
         self.reduce_log_values = sum_by_key if self.world_size > 1 else None
         self._hooks: List[Hook] = []
         self._stage_hooks: Dict[str, List[Hook]] = {s: [] for s in STAGES}
-        self._stage_calls: Dict[str, Tuple[Callable, ...]] = {s: () for s in STAGES}
-        #: The stages at which some hook acts. The points inside an iteration
-        #: (``before_forward`` … ``before_optimizer_step``) are called only when
-        #: in here, so a run without such hooks pays nothing for them.
-        self.hooked_stages: frozenset = frozenset()
+        # What call_hook runs: (hook, method name) per stage, keyed on Hook.methods_version.
+        self._stage_calls: Dict[str, Tuple[Tuple[Hook, str], ...]] = {s: () for s in STAGES}
+        self._hooked_stages: frozenset = frozenset()
+        self._dispatch_version = -1
         self._checkpoint_writer = CheckpointWriter()
         self._stage_end: List[Callable[[], Any]] = []  # see at_stage_end
         self._epoch = 0
@@ -120,8 +126,22 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
 
     # -- read-only state ---------------------------------------------------
     @property
+    def model_wrapper(self) -> nn.Module:
+        """What the steps call: ``runner.model`` if it is a wrapper, else a ``ModelWrapper`` of it.
+
+        Made once per model object (keyed on ``runner.model``'s identity, so
+        assigning another model to ``runner.model`` is followed).
+        """
+        model, wrapper = self._wrapper
+        if model is not self.model:
+            wrapper = self.model if is_module_wrapper(self.model) else ModelWrapper(self.model)
+            self._wrapper = (self.model, wrapper)
+        return wrapper
+
+    @property
     def model_name(self) -> str:
-        return type(self.model.module).__name__
+        """The class name of the model, inside its wrapper if any (as mmcv)."""
+        return type(getattr(self.model, 'module', self.model)).__name__
 
     @property
     def hooks(self) -> List[Hook]:
@@ -169,7 +189,9 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
     def register_hook(self, hook: Hook, priority: Union[int, str, None] = None) -> None:
         """Add ``hook``; equal priorities keep registration order (as mmcv)."""
         if not isinstance(hook, Hook):
-            raise TypeError(f'{type(hook).__name__} is not an mtrain Hook')
+            # mmcv asserts here: catchable as TypeError and AssertionError
+            raise AssertedTypeError(f'{type(hook).__name__} is not an mtrain Hook: subclass '
+                                    'mtrain.hooks.Hook (mmcv.runner.Hook under the mmcv route)')
         hook.priority = get_priority(hook.priority if priority is None else priority)
         index = len(self._hooks)
         while index > 0 and self._hooks[index - 1].priority > hook.priority:
@@ -182,17 +204,40 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
                     f'optimizers ({", ".join(self.optimizer)}), which the model\'s train_step '
                     'steps itself; set optimizer_config=None')
             self.optimizer_hook = hook
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Which hook acts at which stage, through which method name.
+
+        Rebuilt at each registration and whenever a stage method is assigned
+        on a hook instance (``Hook.methods_version``); the methods themselves
+        are looked up by name at every call, so a replaced one is called.
+        """
+        self._dispatch_version = Hook.methods_version
         self._stage_hooks = {s: [h for h in self._hooks if s in h.triggered_stages()]
                              for s in STAGES}
-        # What call_hook runs: each hook's working method, resolved once here.
-        self._stage_calls = {s: tuple(h.method_for(s) for h in hooks)
+        self._stage_calls = {s: tuple((h, h.name_for(s)) for h in hooks)
                              for s, hooks in self._stage_hooks.items()}
-        self.hooked_stages = frozenset(s for s, calls in self._stage_calls.items() if calls)
+        self._hooked_stages = frozenset(s for s, calls in self._stage_calls.items() if calls)
+
+    @property
+    def hooked_stages(self) -> frozenset:
+        """The stages at which some hook acts.
+
+        The points inside an iteration (``before_forward`` …
+        ``before_optimizer_step``) are called only when in here, so a run
+        without such hooks pays nothing for them.
+        """
+        if self._dispatch_version != Hook.methods_version:
+            self._dispatch()
+        return self._hooked_stages
 
     def call_hook(self, stage: str) -> None:
-        """Call every hook that acts at ``stage``, in priority order."""
-        for method in self._stage_calls[stage]:
-            method(self)
+        """Call every hook that acts at ``stage``, in priority order (mmcv's ``call_hook``)."""
+        if self._dispatch_version != Hook.methods_version:
+            self._dispatch()
+        for hook, name in self._stage_calls[stage]:
+            getattr(hook, name)(self)
 
     def current_lr(self) -> Union[List[float], Dict[str, List[float]]]:
         """Each param group's lr; ``{name: [...]}`` for a dict of optimizers (as mmcv)."""
@@ -246,7 +291,9 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
             return
         path = None
         if self.work_dir is not None:
-            path = self.save_checkpoint(self.work_dir, filename_tmpl='iter_{}.pth')
+            self.gather_checkpoint_state()  # every rank; rank 0 writes
+            name = f'iter_{self._progress()["iter"]}.pth'  # the iterations done
+            path = self.save_checkpoint(self.work_dir, filename_tmpl=name)
         raise Preempted(self.preempted_by, self._progress()['iter'], path)
 
 

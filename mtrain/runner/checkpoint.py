@@ -40,6 +40,14 @@ class CheckpointError(RuntimeError):
     """A checkpoint file that cannot be used (missing, truncated, unsafe)."""
 
 
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """No such checkpoint file: also a ``FileNotFoundError``, what mmcv 1.x raised."""
+
+
+class CheckpointAssertionError(CheckpointError, AssertionError):
+    """A :class:`CheckpointError` where mmcv 1.x asserted (no weights under a prefix)."""
+
+
 def save_checkpoint_file(checkpoint: Dict[str, Any], path: str) -> None:
     """Write ``checkpoint`` to ``path`` atomically (temp file, fsync, rename)."""
     folder = osp.dirname(osp.abspath(path))
@@ -90,7 +98,8 @@ def load_checkpoint_file(path: str, map_location: Any = 'cpu',
             objects other than tensors and plain containers (unless ``trusted``).
     """
     if not osp.isfile(path):
-        raise CheckpointError(f'checkpoint {path} does not exist (or is a dangling link)')
+        raise CheckpointNotFoundError(f'checkpoint {path} does not exist (or is a dangling '
+                                      'link)')
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=not trusted)
     except pickle.UnpicklingError as e:
@@ -316,7 +325,8 @@ def load_checkpoint_with_prefix(prefix: str, filename: str,
     prefix = prefix if prefix.endswith('.') else prefix + '.'
     picked = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
     if not picked:
-        raise CheckpointError(f'{filename} has no weights under the prefix {prefix!r}')
+        raise CheckpointAssertionError(f'{filename} has no weights under the prefix '
+                                       f'{prefix!r}')
     return picked
 
 

@@ -5,6 +5,7 @@ from typing import Any, List, Sequence, Tuple
 import torch
 
 from ..registry import RUNNERS
+from ..utils.errors import AssertedValueError
 from .base_runner import BaseRunner
 from .data_pass import begin_pass
 
@@ -24,7 +25,9 @@ class EpochBasedRunner(BaseRunner):
         if max_epochs is not None:
             self._max_epochs = max_epochs
         if self._max_epochs is None:
-            raise ValueError('EpochBasedRunner needs max_epochs (runner=dict(max_epochs=N))')
+            # mmcv asserts max_epochs: catchable as ValueError and AssertionError
+            raise AssertedValueError('EpochBasedRunner needs max_epochs '
+                                     '(runner=dict(max_epochs=N))')
         _check_workflow(workflow, data_loaders, self)
         for (mode, _), loader in zip(workflow, data_loaders):
             if mode == 'train':
@@ -46,7 +49,7 @@ class EpochBasedRunner(BaseRunner):
             self._end_run()
 
     def train(self, data_loader: Any) -> None:
-        self.model.train()
+        self.model_wrapper.train()
         self.mode = 'train'
         self.data_loader = data_loader
         self.call_hook('before_train_epoch')
@@ -79,7 +82,7 @@ class EpochBasedRunner(BaseRunner):
 
     @torch.no_grad()
     def val(self, data_loader: Any) -> None:
-        self.model.eval()
+        self.model_wrapper.eval()
         self.mode = 'val'
         self.data_loader = data_loader
         self.call_hook('before_val_epoch')
@@ -96,18 +99,19 @@ class EpochBasedRunner(BaseRunner):
 def check_workflow(workflow) -> None:
     """Raise ``ValueError`` unless ``workflow`` is a list of ``('train'|'val', N > 0)`` phases.
 
-    The builder turns the error into a ``ConfigError`` naming ``workflow``.
+    Also an ``AssertionError``, as mmcv asserted a list of tuples. The builder
+    turns the error into a ``ConfigError`` naming ``workflow``.
     """
     for phase in workflow:
         if len(phase) != 2 or phase[0] not in ('train', 'val') or not isinstance(phase[1], int) \
                 or isinstance(phase[1], bool) or phase[1] <= 0:
             name = f"'{phase[0]}'" if phase and isinstance(phase[0], str) else repr(phase)
-            raise ValueError(f"workflow phase {name} is not ('train', N) or ('val', N) with "
-                             f'N > 0: got {tuple(phase)!r}')
+            raise AssertedValueError(f"workflow phase {name} is not ('train', N) or ('val', N) "
+                                     f'with N > 0: got {tuple(phase)!r}')
 
 
 def _check_workflow(workflow, data_loaders, runner) -> None:
     check_workflow(workflow)
     if len(workflow) != len(data_loaders):
-        raise ValueError(f'workflow {workflow} has {len(workflow)} phases but '
-                         f'{len(data_loaders)} data loaders were given')
+        raise AssertedValueError(f'workflow {workflow} has {len(workflow)} phases but '
+                                 f'{len(data_loaders)} data loaders were given')

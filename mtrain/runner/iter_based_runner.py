@@ -55,7 +55,7 @@ class IterBasedRunner(BaseRunner):
             self._end_run()
 
     def train(self, data_loader: IterLoader) -> None:
-        self.model.train()
+        self.model_wrapper.train()
         self.mode = 'train'
         self.data_loader = data_loader
         self._epoch = data_loader.epoch  # read before the batch, as mmcv (a new pass shows next)
@@ -81,7 +81,7 @@ class IterBasedRunner(BaseRunner):
 
     @torch.no_grad()
     def val(self, data_loader: IterLoader) -> None:
-        self.model.eval()
+        self.model_wrapper.eval()
         self.mode = 'val'
         self.data_loader = data_loader
         batch = next(data_loader)

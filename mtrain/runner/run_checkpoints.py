@@ -44,7 +44,7 @@ class RunnerCheckpoints:
         ckpt = {
             'meta': dict(self.meta, epoch=progress['epoch'], iter=progress['iter'],
                          time=time.asctime(), mtrain_version=__version__),
-            'state_dict': model_state(self.model),
+            'state_dict': model_state(self.model_wrapper),
             'progress': dict(progress, num_updates=self.num_updates, world_size=self.world_size,
                              samples_per_gpu=self._samples_per_gpu),
             'hooks': hook_states,
@@ -54,7 +54,7 @@ class RunnerCheckpoints:
         if getattr(self, '_data_pass', None) is not None:  # what ordered the pass (data_pass.py)
             ckpt['data'] = self._data_pass.checkpoint(progress['epoch'], progress['inner_iter'])
         if save_optimizer and self.optimizer is not None:
-            ckpt['optimizer'] = optimizer_state(self.model, self.optimizer)
+            ckpt['optimizer'] = optimizer_state(self.model_wrapper, self.optimizer)
         if copy:  # every tensor copied to the host once, GPU or not
             return snapshot(ckpt)
         ckpt['state_dict'] = weights_to_cpu(ckpt['state_dict'])
@@ -66,35 +66,57 @@ class RunnerCheckpoints:
             if state:
                 yield key, state
 
+    def gather_checkpoint_state(self, save_optimizer: bool = True) -> None:
+        """Collect what only every rank together can give a checkpoint of this point.
+
+        A collective: every rank calls it, then rank 0 calls
+        :meth:`save_checkpoint`. It gathers the ranks' half-accumulated
+        gradients inside an accumulation window and, for a sharded (FSDP)
+        model, the full state. ``CheckpointHook``, the preemption save and
+        ``EvalHook``'s best checkpoint call it; :meth:`save_checkpoint` itself
+        is rank-local, so a 1.x hook that saves on rank 0 only (``@master_only``)
+        never waits for the other ranks.
+        """
+        self.wait_for_checkpoint()
+        if self.optim_step is not None:
+            self.optim_step.gather_window()
+        state = None
+        if self.world_size > 1 and getattr(self.model_wrapper, 'collective_checkpoint', False):
+            # The gather takes every rank; rank 0 keeps a host copy until it writes.
+            state = self.state_dict(save_optimizer, copy=self.rank == 0)
+        self._gathered = (self._point(), save_optimizer, state if self.rank == 0 else None)
+
+    def _point(self) -> Tuple[int, int, int]:
+        progress = self._progress()
+        return progress['epoch'], progress['iter'], self.num_updates
+
     def save_checkpoint(self, out_dir: str, filename_tmpl: Optional[str] = None,
                         save_optimizer: bool = True, meta: Optional[Dict] = None,
                         create_symlink: bool = True, background: bool = False,
                         on_written: Optional[Callable[[str], None]] = None) -> Optional[str]:
-        """Write a checkpoint (rank 0 only) and move ``latest.pth`` to it.
+        """Write a checkpoint (on rank 0; other ranks return None) and move ``latest.pth`` to it.
 
-        ``filename_tmpl`` is formatted with the number of finished epochs
-        (``epoch_{}.pth``) or iterations (a template containing ``iter``).
+        As mmcv 1.7.2, ``filename_tmpl`` (default ``epoch_{}.pth`` /
+        ``iter_{}.pth`` by runner) is formatted with ``runner.epoch + 1`` under
+        ``EpochBasedRunner`` and ``runner.iter + 1`` under ``IterBasedRunner``,
+        and the checkpoint's meta is ``meta`` updated with ``runner.meta``, then
+        the run's position. Rank-local: see :meth:`gather_checkpoint_state`
+        for what a checkpoint written on rank 0 alone lacks under DDP.
         ``background``: snapshot the state now, write it on the checkpoint
         writer thread (see :mod:`.checkpoint_writer`); ``on_written(path)``
         runs once the file is whole (e.g. to remove older ones).
         """
         if meta is not None and not isinstance(meta, dict):
             raise TypeError(f'meta should be a dict or None, but got {type(meta)}')
-        self.wait_for_checkpoint()  # one write at a time: latest.pth only moves forward
-        if self.optim_step is not None:
-            self.optim_step.gather_window()  # every rank's half-accumulated grads (collective)
         if self.rank != 0:
-            if getattr(self.model, 'collective_checkpoint', False):
-                self.state_dict(save_optimizer)  # FSDP: gathering the weights takes every rank
             return None
+        self.wait_for_checkpoint()  # one write at a time: latest.pth only moves forward
         tmpl = filename_tmpl or self.default_ckpt_tmpl
-        progress = self._progress()
-        number = progress['iter'] if tmpl.startswith('iter') else progress['epoch']
-        path = osp.join(out_dir, tmpl.format(number))
+        by_iter = self.default_ckpt_tmpl.startswith('iter')
+        path = osp.join(out_dir, tmpl.format(self._iter + 1 if by_iter else self._epoch + 1))
         self.call_hook('before_save_checkpoint')
-        ckpt = self.state_dict(save_optimizer, copy=background)
-        if meta:
-            ckpt['meta'].update(meta)
+        ckpt = self._checkpoint_of_this_point(save_optimizer, background)
+        ckpt['meta'] = dict(meta or {}, **ckpt['meta'])
 
         def write() -> None:
             save_checkpoint_file(ckpt, path)
@@ -108,6 +130,23 @@ class RunnerCheckpoints:
         else:
             write()
         return path
+
+    def _checkpoint_of_this_point(self, save_optimizer: bool, copy: bool) -> Dict[str, Any]:
+        """The state to write: gathered by every rank for this point, or rank 0's own."""
+        point, gathered_optimizer, state = getattr(self, '_gathered', (None, None, None))
+        gathered = point == self._point() and gathered_optimizer == save_optimizer
+        if gathered and state is not None:
+            self._gathered = (point, gathered_optimizer, None)  # written once, then let go
+            return state
+        if self.world_size > 1 and getattr(self.model_wrapper, 'collective_checkpoint', False):
+            raise CheckpointError(
+                'a sharded (FSDP) model needs every rank to write a checkpoint: call '
+                'runner.gather_checkpoint_state() on every rank first (CheckpointHook does), '
+                'then runner.save_checkpoint(...) on rank 0')
+        ckpt = self.state_dict(save_optimizer, copy=copy)
+        if not gathered:
+            _drop_other_ranks_window(ckpt, self)
+        return ckpt
 
     def at_stage_end(self, fn: Callable[[], Any]) -> None:
         """Call ``fn`` once every hook of the current stage has run.
@@ -152,7 +191,7 @@ class RunnerCheckpoints:
             # state are copied to the parameters' device, and the RNG state must stay on the CPU.
             map_location = 'cpu'
         try:
-            ckpt = load_checkpoint(self.model, filename, map_location, strict, self.logger,
+            ckpt = load_checkpoint(self.model_wrapper, filename, map_location, strict, self.logger,
                                    revise_keys, trusted)
         except RuntimeError as e:
             if isinstance(e, CheckpointError):
@@ -179,7 +218,7 @@ class RunnerCheckpoints:
         self._resume_data = ckpt.get('data')
         self.meta.setdefault('hook_msgs', {}).update(ckpt.get('meta', {}).get('hook_msgs', {}))
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
-            load_optimizer_state(self.model, self.optimizer, ckpt['optimizer'])
+            load_optimizer_state(self.model_wrapper, self.optimizer, ckpt['optimizer'])
         states = dict(self._named_hooks())
         for key, state in ckpt.get('hooks', {}).items():
             if key in states:
@@ -200,6 +239,24 @@ class RunnerCheckpoints:
             name = type(hook).__name__
             seen[name] = seen.get(name, 0) + 1
             yield (name if seen[name] == 1 else f'{name}#{seen[name]}'), hook
+
+
+def _drop_other_ranks_window(ckpt: Dict[str, Any], runner) -> None:
+    """A checkpoint written without a gather at this point holds no other rank's gradients.
+
+    Whatever an earlier gather collected belongs to another point, so it is
+    left out; inside an accumulation window under DDP the file then holds
+    rank 0's half-window only, which a warning says.
+    """
+    for state in ckpt['hooks'].values():
+        if isinstance(state, dict) and 'grads_by_rank' in state:
+            del state['grads_by_rank']
+    step = runner.optim_step
+    if runner.world_size > 1 and step is not None and step.window_in_progress:
+        runner.logger.warning(
+            'checkpoint written on rank 0 alone inside an accumulation window: it holds '
+            "rank 0's half-accumulated gradients only. Call runner.gather_checkpoint_state() "
+            'on every rank before save_checkpoint (CheckpointHook does) to keep them all.')
 
 
 def _mmcv_progress(ckpt: Dict[str, Any], path: str) -> Dict[str, int]:

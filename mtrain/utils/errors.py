@@ -1,4 +1,14 @@
-"""The one error type for user mistakes in configs, and the "did you mean" helper."""
+"""The error types for user mistakes, and the "did you mean" helper.
+
+mmcv 1.x raised ``AssertionError`` or ``TypeError`` at many of the places
+where mtrain raises a sentence; 1.x-era code catches those (``except
+AssertionError``, ``pytest.raises(TypeError)``). mtrain's errors there are
+both: :class:`ConfigAssertionError` and :class:`ConfigTypeError` are
+``ConfigError`` s, :class:`AssertedValueError` / :class:`AssertedTypeError`
+are what mtrain documents (``ValueError`` / ``TypeError``) and an
+``AssertionError``. :func:`config_error_for` picks the ``ConfigError`` that
+keeps a wrapped error catchable as what it was.
+"""
 
 import difflib
 from typing import Iterable, List, Optional
@@ -34,6 +44,36 @@ class ConfigError(ValueError):
             self.filename = filename
             self.args = (self._render(), )
         return self
+
+
+class ConfigTypeError(ConfigError, TypeError):
+    """A :class:`ConfigError` where mmcv 1.x raised ``TypeError`` (a keyword a class refuses)."""
+
+
+class ConfigAssertionError(ConfigError, AssertionError):
+    """A :class:`ConfigError` where mmcv 1.x asserted (an invalid argument value)."""
+
+
+class AssertedValueError(ValueError, AssertionError):
+    """An argument value mtrain refuses where mmcv 1.x asserted (e.g. ``warmup_ratio``)."""
+
+
+class AssertedTypeError(TypeError, AssertionError):
+    """An argument type mtrain refuses where mmcv 1.x asserted (e.g. a non-Hook hook)."""
+
+
+def config_error_for(error: BaseException) -> type:
+    """The :class:`ConfigError` class to wrap ``error`` in, catchable as what ``error`` was.
+
+    A ``TypeError`` stays a ``TypeError`` and an ``AssertionError`` an
+    ``AssertionError`` (as mmcv's ``build_from_cfg`` re-raises
+    ``type(e)(...)``); anything else is a plain ``ConfigError``.
+    """
+    if isinstance(error, AssertionError):
+        return ConfigAssertionError
+    if isinstance(error, TypeError):
+        return ConfigTypeError
+    return ConfigError
 
 
 def closest_names(name: str, candidates: Iterable[str], n: int = 3) -> List[str]:

@@ -22,13 +22,13 @@ class UpdateRecorder(Hook):
         self._seen = 0
 
     def before_run(self, runner):
-        self.weights = [_params(runner.model.module)]
+        self.weights = [_params(runner.model_wrapper.module)]
         self._seen = runner.num_updates
 
     def after_train_iter(self, runner):
         if runner.num_updates != self._seen:
             self._seen = runner.num_updates
-            self.weights.append(_params(runner.model.module))
+            self.weights.append(_params(runner.model_wrapper.module))
 
 
 def _expected_ema(weights, momentum, warm_up, interval=1):
@@ -68,7 +68,7 @@ def test_micro_steps_and_skipped_fp16_steps_do_not_move_the_average(make_runner,
     class InjectInf(Hook):
         def after_backward(self, runner):
             if runner.iter == 1:  # the second update overflows and is skipped
-                runner.model.module.fc1.weight.grad[0, 0] = float('inf')
+                runner.model_wrapper.module.fc1.weight.grad[0, 0] = float('inf')
 
     runner = make_runner(by_epoch=False, max_len=8)
     runner.register_hook(GradientCumulativeOptimizerHook(cumulative_iters=2))
@@ -133,7 +133,7 @@ class WeightsAtEvaluation(Hook):
         self.seen = []
 
     def after_evaluation(self, runner):
-        self.seen.append(_params(runner.model.module))
+        self.seen.append(_params(runner.model_wrapper.module))
 
 
 @pytest.mark.parametrize('evaluate_ema', [True, False])
@@ -148,7 +148,7 @@ def test_evaluation_uses_the_averaged_weights_when_asked(make_runner, toy_datase
     for hook, priority in ((ema, None), (EvalHook(val_loader), 'LOW'), (seen, None)):
         runner.register_hook(hook, priority)
     runner.run([train_loader], [('train', 1)])
-    trained = _params(runner.model.module)
+    trained = _params(runner.model_wrapper.module)
     _assert_close(seen.seen[0], ema.ema if evaluate_ema else trained, atol=0)
     # ... and the model holds the trained weights again afterwards.
     assert not torch.equal(ema.ema['fc1.weight'], trained['fc1.weight'])
@@ -190,7 +190,7 @@ def test_momentum_to_the_power_of_interval_by_hand(make_runner, toy_loader, inte
     ema = EMAHook(momentum=0.5, interval=interval, warm_up=warm_up)
     runner.register_hook(ema)
     runner.run([toy_loader], [('train', 1)])
-    assert runner.model.module.w.item() == 6
+    assert runner.model_wrapper.module.w.item() == 6
     assert ema.ema['w'].item() == pytest.approx(expected, abs=1e-6)
 
 
@@ -198,7 +198,7 @@ def test_an_mmcv_checkpoint_with_ema_buffers_starts_the_average(make_runner, toy
                                                                  tmp_path):
     # What mmcv 1.x's EMAHook leaves in a checkpoint: `ema_<name, dots as underscores>`
     # buffers beside the weights, in the model's state dict.
-    model = make_runner().model.module
+    model = make_runner().model_wrapper.module
     weights = {n: p.detach().clone() for n, p in model.named_parameters()}
     averages = {f"ema_{n.replace('.', '_')}": torch.full_like(p, 0.25)
                 for n, p in weights.items()}
@@ -225,11 +225,11 @@ class Unfreeze(Hook):
 
     def before_run(self, runner):
         if runner.iter < self.at:
-            runner.model.module.fc1.requires_grad_(False)
+            runner.model_wrapper.module.fc1.requires_grad_(False)
 
     def before_train_iter(self, runner):
         if runner.iter == self.at:
-            runner.model.module.fc1.requires_grad_(True)
+            runner.model_wrapper.module.fc1.requires_grad_(True)
 
 
 def test_a_parameter_unfrozen_mid_run_is_averaged(make_runner, toy_loader):
@@ -263,7 +263,7 @@ def test_the_best_checkpoint_holds_the_ema_weights_that_were_scored(make_runner,
     runner.register_hook(evaluation, 'LOW')
     runner.run([train], [('train', 1)])
     best = torch.load(evaluation.best_ckpt_path, weights_only=True)
-    model = type(runner.model.module)()
+    model = type(runner.model_wrapper.module)()
     model.load_state_dict(best['state_dict'])
     assert _accuracy(model, val) == evaluation.best_score
     # (the trained weights score differently: the test tells the two apart)
@@ -275,5 +275,5 @@ def test_the_best_checkpoint_holds_the_ema_weights_that_were_scored(make_runner,
     resumed.register_hook(EMAHook(momentum=0.01, warm_up=1))
     resumed.resume(evaluation.best_ckpt_path)
     resumed.call_hook('before_run')
-    _assert_close(_params(resumed.model.module), best['hooks']['EMAHook']['trained'], atol=0)
+    _assert_close(_params(resumed.model_wrapper.module), best['hooks']['EMAHook']['trained'], atol=0)
     _assert_close(resumed.hooks[-1].ema, best['state_dict'], atol=0)

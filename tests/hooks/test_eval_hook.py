@@ -75,7 +75,7 @@ def test_by_iteration_start_and_interval(make_runner, start, interval, expected)
 def test_a_resumed_run_evaluates_before_training_when_start_has_passed(make_runner, tmp_path):
     first, _ = _run(make_runner, EvalHook(_val_loader()), max_len=2)
     runner = make_runner(max_len=3)
-    runner.resume(_save(first, tmp_path))  # epoch_2.pth
+    runner.resume(_save(first, tmp_path))
     _, at = _run(make_runner, EvalHook(_val_loader(), start=1), runner=runner)
     assert at == [(2, 4), (2, 6)]  # before epoch 3 (as mmcv labels it: epoch 3), after it
 
@@ -130,12 +130,12 @@ def test_rule_inference_follows_mmcv(toy_dataset):
 def test_best_checkpoint_is_restored_on_resume_and_the_stale_file_removed(make_runner, tmp_path):
     # first run: the best accuracy (0.9) at epoch 2; it ends after epoch 3
     first, _ = _run(make_runner, EvalHook(_val_loader([0.5, 0.1, 0.4]), save_best='accuracy'))
-    _save(first, tmp_path)
+    last = _save(first, tmp_path)  # mmcv's name: epoch_4.pth (runner.epoch + 1), 3 epochs done
     assert osp.isfile(tmp_path / 'best_accuracy_epoch_2.pth')
     runner = make_runner(max_len=5)
     hook = EvalHook(_val_loader([0.2, 0.05]), save_best='accuracy')
     runner.register_hook(hook, 'LOW')
-    runner.resume(str(tmp_path / 'epoch_3.pth'))
+    runner.resume(last)
     assert hook.best_score == pytest.approx(0.9)  # restored before the run goes on
     assert hook.best_ckpt_path == str(tmp_path / 'best_accuracy_epoch_2.pth')
     # epoch 4 (0.8) is no better; epoch 5 (0.95) is, and replaces the old file

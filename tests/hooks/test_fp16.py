@@ -18,7 +18,7 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
 def _params(runner):
-    return [p.detach().clone() for p in runner.model.module.parameters()]
+    return [p.detach().clone() for p in runner.model_wrapper.module.parameters()]
 
 
 def _grads(model):
@@ -32,10 +32,10 @@ class GradRecorder(Hook):
         self.scaled, self.unscaled = [], []
 
     def after_backward(self, runner):
-        self.scaled.append(_grads(runner.model.module))
+        self.scaled.append(_grads(runner.model_wrapper.module))
 
     def before_optimizer_step(self, runner):
-        self.unscaled.append(_grads(runner.model.module))
+        self.unscaled.append(_grads(runner.model_wrapper.module))
 
 
 class InjectInf(Hook):
@@ -46,7 +46,7 @@ class InjectInf(Hook):
 
     def after_backward(self, runner):
         if runner.iter in self.iterations:
-            next(runner.model.module.parameters()).grad[0, 0] = float('inf')
+            next(runner.model_wrapper.module.parameters()).grad[0, 0] = float('inf')
 
 
 class StepRecorder(Hook):
@@ -78,7 +78,7 @@ def _reference_grads(model, batch, dtype, scale=1.0):
 def test_static_loss_scale_is_applied_exactly(make_runner, toy_dataset):
     batches = [{'img': toy_dataset.x[:16], 'gt_label': toy_dataset.y[:16]}]
     runner = make_runner(by_epoch=False, max_len=1, lr=0.0)
-    expected_scaled = _reference_grads(runner.model.module, batches[0], torch.float16, 512.)
+    expected_scaled = _reference_grads(runner.model_wrapper.module, batches[0], torch.float16, 512.)
     grads = GradRecorder()
     runner.register_hook(Fp16OptimizerHook(loss_scale=512.))
     runner.register_hook(grads)
@@ -126,7 +126,7 @@ def test_grad_clip_under_fp16_clips_the_unscaled_norm(make_runner, toy_dataset):
     batch = {'img': toy_dataset.x[:16], 'gt_label': toy_dataset.y[:16]}
     runner = make_runner(by_epoch=False, max_len=1, lr=1.0)
     true_norm = torch.norm(torch.stack(
-        [g.norm() for g in _reference_grads(runner.model.module, batch, torch.float16)]))
+        [g.norm() for g in _reference_grads(runner.model_wrapper.module, batch, torch.float16)]))
     before = _params(runner)
     runner.register_hook(Fp16OptimizerHook(loss_scale=512., grad_clip=dict(max_norm=0.05)))
     runner.run([[batch]], [('train', 1)])
@@ -189,9 +189,9 @@ def test_cumulative_fp16_skips_the_whole_window_on_an_inf(make_runner, toy_loade
 def test_bf16_autocasts_without_scaling(make_runner, toy_dataset):
     batch = {'img': toy_dataset.x[:16], 'gt_label': toy_dataset.y[:16]}
     runner = make_runner(by_epoch=False, max_len=1, lr=0.0)
-    expected = _reference_grads(runner.model.module, batch, torch.bfloat16)
+    expected = _reference_grads(runner.model_wrapper.module, batch, torch.bfloat16)
     dtypes = []
-    runner.model.module.fc1.register_forward_hook(lambda m, i, o: dtypes.append(o.dtype))
+    runner.model_wrapper.module.fc1.register_forward_hook(lambda m, i, o: dtypes.append(o.dtype))
     grads = GradRecorder()
     runner.register_hook(Fp16OptimizerHook(dtype='bfloat16'))
     runner.register_hook(grads)

@@ -20,7 +20,7 @@ class MmdetStyleHook(Hook):
         self.seen = []
 
     def before_run(self, runner):
-        self.seen.append(('before_run', runner.epoch, runner.iter, type(runner.model.module)))
+        self.seen.append(('before_run', runner.epoch, runner.iter, type(runner.model_wrapper.module)))
 
     def after_train_iter(self, runner):
         if self.every_n_iters(runner, self.interval):

@@ -40,7 +40,7 @@ def test_logged_loss_is_the_mean_over_the_interval(make_runner, toy_loader, tmp_
     runner.register_hook(OptimizerHook())
     runner.register_hook(IterTimerHook())  # a line without 'time' counts as val (mmcv)
     runner.register_hook(TextLoggerHook(interval=8), 'VERY_LOW')
-    model = runner.model.module
+    model = runner.model_wrapper.module
     runner.run([toy_loader], [('train', 1)])
     model.train()
     losses = [model(**b)['loss_cls'].item() for b in toy_loader]

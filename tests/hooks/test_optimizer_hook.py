@@ -10,7 +10,7 @@ from mtrain.hooks import GradientCumulativeOptimizerHook, Hook, OptimizerHook
 
 
 def _params(runner):
-    return [p.detach().clone() for p in runner.model.module.parameters()]
+    return [p.detach().clone() for p in runner.model_wrapper.module.parameters()]
 
 
 def test_accumulation_over_k_iterations_equals_one_k_times_larger_batch(make_runner, toy_dataset):
@@ -63,7 +63,7 @@ def test_accumulation_windows_cross_epoch_boundaries(make_runner, toy_loader):
 
 def test_grad_clip_logs_the_norm_before_clipping_and_clips(make_runner, toy_loader):
     runner = make_runner(by_epoch=False, max_len=1, lr=0.0)
-    reference = copy.deepcopy(runner.model.module)
+    reference = copy.deepcopy(runner.model_wrapper.module)
     runner.register_hook(OptimizerHook(grad_clip=dict(max_norm=0.01)))
     clipped = []
 
@@ -102,7 +102,7 @@ def test_bad_arguments_are_clear_errors():
 
 def test_detect_anomalous_params_names_unused_parameters(make_runner, toy_loader, caplog):
     runner = make_runner(by_epoch=False, max_len=1)
-    runner.model.module.unused = torch.nn.Linear(2, 2)
+    runner.model_wrapper.module.unused = torch.nn.Linear(2, 2)
     runner.register_hook(OptimizerHook(detect_anomalous_params=True))
     runner.logger.propagate = True
     with caplog.at_level('ERROR'):

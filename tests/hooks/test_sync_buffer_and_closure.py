@@ -32,7 +32,7 @@ class _BuffersBeforeSync(Hook):
     priority = 'HIGH'  # after the epoch, before SyncBuffersHook (NORMAL)
 
     def after_train_epoch(self, runner):
-        self.buffers = {n: b.clone() for n, b in runner.model.module.named_buffers()}
+        self.buffers = {n: b.clone() for n, b in runner.model_wrapper.module.named_buffers()}
 
 
 def _sync_job(rank, out_dir):
@@ -67,7 +67,7 @@ def test_sync_buffers_in_one_process_changes_nothing(make_runner, toy_loader):
     runner.register_hook(OptimizerHook())
     runner.register_hook(SyncBuffersHook())
     runner.run([toy_loader], [('train', 1)])
-    assert runner.model.module.bn.num_batches_tracked.item() == len(toy_loader)
+    assert runner.model_wrapper.module.bn.num_batches_tracked.item() == len(toy_loader)
 
 
 def test_closure_hook_runs_its_function_at_its_stage(make_runner, toy_loader):

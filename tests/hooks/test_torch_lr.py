@@ -109,7 +109,7 @@ def test_resume_gives_the_same_lr_momentum_and_weights(make_runner, toy_loader, 
     resumed.resume(path)
     resumed.run([toy_loader], [('train', 1)])
     assert recorder.lrs == full.lrs[5:] and recorder.momenta == full.momenta[5:]
-    for a, b in zip(resumed.model.module.parameters(), straight.model.module.parameters()):
+    for a, b in zip(resumed.model_wrapper.module.parameters(), straight.model_wrapper.module.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 

@@ -147,8 +147,8 @@ def test_the_fp16_hook_switches_decorated_methods_on(make_runner, toy_dataset, d
                                            else 512.))
     runner.run([[batch]], [('train', 1)])
     half = getattr(torch, dtype)
-    assert runner.model.module.fp16_enabled
-    assert runner.model.module.seen == [half, torch.float32]  # forward in half, loss in fp32
+    assert runner.model_wrapper.module.fp16_enabled
+    assert runner.model_wrapper.module.seen == [half, torch.float32]  # forward in half, loss in fp32
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')

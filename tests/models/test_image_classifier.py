@@ -95,7 +95,7 @@ def test_channels_last_and_bfloat16_mixed_precision_from_config(make_runner):
     # what fp16 = dict(dtype='bfloat16') makes of optimizer_config (see docs/mixed_precision.md)
     runner.register_hook(build(dict(type='Fp16OptimizerHook', dtype='bfloat16', loss_scale=None),
                                HOOKS, 'optimizer_config'))
-    model = runner.model.module
+    model = runner.model_wrapper.module
     dtypes = []
     model.backbone.layer1.register_forward_hook(lambda m, i, out: dtypes.append(out.dtype))
     weight = model.backbone.conv1.weight

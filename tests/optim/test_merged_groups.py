@@ -135,12 +135,12 @@ def test_a_per_parameter_checkpoint_resumes_into_merged_groups(tmp_path, logger,
         results.append(runner)
     old_layout, merged = results
     assert len(merged.optimizer.param_groups) == 3  # weights, biases (2x lr), norm (no decay)
-    values = [[_per_parameter(r.optimizer)[id(p)] for p in r.model.module.parameters()]
+    values = [[_per_parameter(r.optimizer)[id(p)] for p in r.model_wrapper.module.parameters()]
               for r in (old_layout, merged)]
     assert values[0] == values[1]
-    for a, b in zip(old_layout.model.module.parameters(), merged.model.module.parameters()):
+    for a, b in zip(old_layout.model_wrapper.module.parameters(), merged.model_wrapper.module.parameters()):
         assert torch.equal(a, b)
-    states = [[o.state[p]['momentum_buffer'] for p in r.model.module.parameters()]
+    states = [[o.state[p]['momentum_buffer'] for p in r.model_wrapper.module.parameters()]
               for r, o in ((old_layout, old_layout.optimizer), (merged, merged.optimizer))]
     assert all(torch.equal(a, b) for a, b in zip(*states))
 

@@ -21,7 +21,7 @@ def _job(rank, model_cls, dataset_cls, work_dir, out_dir, resume_from):
     # epoch_1.pth (after iteration 4) is written inside the second window.
     runner = train_toy(model_cls, dataset_cls, work_dir, 8, cumulative_iters=3,
                        resume_from=resume_from)
-    torch.save({'params': params(runner.model.module), 'num_updates': runner.num_updates},
+    torch.save({'params': params(runner.model_wrapper.module), 'num_updates': runner.num_updates},
                os.path.join(out_dir, f'rank{rank}.pt'))
 
 

@@ -189,7 +189,7 @@ def _train(dataset, wrapper, tmp_path, logger):
     runner.register_training_hooks(optimizer_config=dict(grad_clip=None),
                                    log_config=dict(interval=4, hooks=[]))
     runner.run([build_dataloader(dataset, 8, 0, shuffle=True, seed=1)], [('train', 1)])
-    return runner.model.module
+    return runner.model_wrapper.module
 
 
 @pytest.mark.parametrize('wrapper', [MMDataParallel, ModelWrapper])

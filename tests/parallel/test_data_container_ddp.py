@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 def _job(rank, wrap, work_dir, out_dir):
     runner = train_toy(MetaModel, MetaDataset, work_dir, 8, wrap=wrap)
-    torch.save({'params': params(runner.model.module), 'indices': runner.model.module.indices},
+    torch.save({'params': params(runner.model_wrapper.module), 'indices': runner.model_wrapper.module.indices},
                os.path.join(out_dir, f'rank{rank}.pt'))
 
 
@@ -36,5 +36,5 @@ def test_two_ranks_on_containers_equal_one_process_of_twice_the_batch(tmp_path, 
     results = [torch.load(out / f'rank{r}.pt', weights_only=True) for r in (0, 1)]
     assert sorted(results[0]['indices'] + results[1]['indices']) == sorted(list(range(64)) * 2)
     for result in results:
-        for name, value in params(reference.model.module).items():
+        for name, value in params(reference.model_wrapper.module).items():
             torch.testing.assert_close(result['params'][name], value, rtol=0, atol=1e-6)

@@ -46,7 +46,7 @@ def _ddp_job(rank, model_cls, dataset_cls, work_dir, out_dir, cumulative_iters):
         return ddp
 
     runner = train_toy(model_cls, dataset_cls, work_dir, SAMPLES_PER_RANK, cumulative_iters, wrap)
-    torch.save({'params': params(runner.model.module), 'allreduce_calls': calls.count,
+    torch.save({'params': params(runner.model_wrapper.module), 'allreduce_calls': calls.count,
                 'num_updates': runner.num_updates}, os.path.join(out_dir, f'rank{rank}.pt'))
 
 
@@ -68,7 +68,7 @@ def test_two_ranks_of_batch_b_equal_one_process_of_batch_2b(tmp_path, toy_model,
                       cumulative_iters)
     assert codes == [0, 0]
     ranks = [torch.load(out / f'rank{r}.pt', weights_only=True) for r in (0, 1)]
-    expected = params(reference.model.module)
+    expected = params(reference.model_wrapper.module)
     for result in ranks:
         for name, value in expected.items():
             torch.testing.assert_close(result['params'][name], value, rtol=0, atol=1e-6)

@@ -49,7 +49,7 @@ def test_fsdp_two_ranks_match_one_process_with_whole_model_checkpoints(
     codes, _ = launch(_fsdp_job, model_cls, dataset_cls, str(tmp_path / 'fsdp'),
                       cumulative_iters, resume)
     assert codes == [0, 0]
-    expected = params(reference.model.module)
+    expected = params(reference.model_wrapper.module)
     ckpt = torch.load(tmp_path / 'fsdp' / 'epoch_2.pth', weights_only=True)
     assert ckpt['progress']['num_updates'] == reference.num_updates
     for name, value in expected.items():  # whole tensors, not shards
@@ -61,6 +61,6 @@ def test_fsdp_two_ranks_match_one_process_with_whole_model_checkpoints(
                                                              abs=2e-5)
     # The optimizer state holds every parameter's full momentum, keyed by name.
     momentum = reference.optimizer.state_dict()['state']
-    for index, name in enumerate(n for n, _ in reference.model.module.named_parameters()):
+    for index, name in enumerate(n for n, _ in reference.model_wrapper.module.named_parameters()):
         torch.testing.assert_close(ckpt['optimizer']['state'][name]['momentum_buffer'],
                                    momentum[index]['momentum_buffer'], rtol=0, atol=1e-6)

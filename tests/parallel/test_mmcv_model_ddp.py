@@ -37,8 +37,8 @@ def _mmcv_twin(base):
 
 def _job(rank, MmcvToyModel, ToyDataset, work_dir, out_dir):
     runner = train_toy(MmcvToyModel, ToyDataset, work_dir, 8, wrap=MMDistributedDataParallel)
-    seen = runner.model.module.optimizers_seen
-    torch.save({'params': params(runner.model.module), 'steps': len(seen),
+    seen = runner.model_wrapper.module.optimizers_seen
+    torch.save({'params': params(runner.model_wrapper.module), 'steps': len(seen),
                 'all_runner_optimizer': all(o is runner.optimizer for o in seen)},
                os.path.join(out_dir, f'rank{rank}.pt'))
 
@@ -51,7 +51,7 @@ def test_two_ranks_of_an_mmcv_model_equal_one_process_of_twice_the_batch(tmp_pat
     out.mkdir()
     codes, _ = launch(_job, MmcvToyModel, ToyDataset, tmp_path / 'ddp', str(out), timeout=300)
     assert codes == [0, 0]
-    expected = params(reference.model.module)
+    expected = params(reference.model_wrapper.module)
     for rank in (0, 1):
         result = torch.load(out / f'rank{rank}.pt', weights_only=True)
         assert result['steps'] == 8 and result['all_runner_optimizer']  # 4 iters x 2 epochs

@@ -69,11 +69,11 @@ def _train_multitask(samples_per_gpu: int) -> IterBasedRunner:
 
 def _multitask_job(rank, out_dir):
     runner = _train_multitask(4)
-    torch.save(params(runner.model.module), os.path.join(out_dir, f'rank{rank}.pt'))
+    torch.save(params(runner.model_wrapper.module), os.path.join(out_dir, f'rank{rank}.pt'))
 
 
 def test_multi_batch_heads_stay_identical_on_both_ranks_and_match_one_process(tmp_path):
-    reference = params(_train_multitask(8).model.module)
+    reference = params(_train_multitask(8).model_wrapper.module)
     codes, _ = launch(_multitask_job, str(tmp_path))
     assert codes == [0, 0]
     r0, r1 = (torch.load(tmp_path / f'rank{r}.pt', weights_only=True) for r in (0, 1))

@@ -17,7 +17,7 @@ from mtrain.utils import ConfigError
 
 
 def _params(runner):
-    return [p.detach().clone() for p in runner.model.module.parameters()]
+    return [p.detach().clone() for p in runner.model_wrapper.module.parameters()]
 
 
 def _batches(dataset, size, count):
@@ -100,7 +100,7 @@ def test_sum_updates_with_the_sum_of_every_slices_gradient(make_runner, toy_data
                          batch_processor=MultiBatchProcessor(loss_reduction='sum'))
     grads_per_slice = []
     for piece in step:
-        model = copy.deepcopy(runner.model.module)
+        model = copy.deepcopy(runner.model_wrapper.module)
         model(**piece)['loss_cls'].backward()
         grads_per_slice.append([p.grad for p in model.parameters()])
     expected = [sum(gs) for gs in zip(*grads_per_slice)]
@@ -156,7 +156,7 @@ def test_unnamed_slices_log_mean_metrics_and_the_reduced_loss(make_runner, toy_d
     whole = _batches(toy_dataset, 16, 1)[0]
     runner = make_runner(by_epoch=False, max_len=1, lr=0.0,
                          batch_processor=MultiBatchProcessor(loss_reduction='mean'))
-    reference = copy.deepcopy(runner.model.module)(**whole)
+    reference = copy.deepcopy(runner.model_wrapper.module)(**whole)
     runner.register_hook(OptimizerHook())
     runner.run([[_slices(whole, 2)]], [('train', 1)])
     log_vars = runner.outputs['log_vars']
@@ -224,7 +224,7 @@ def test_an_inf_in_one_batch_under_fp16_skips_the_whole_step(make_runner, toy_da
     class InjectInfInFirstBatch(Hook):
         def after_backward(self, runner):
             if runner.batch_processor.current.index == 0:
-                runner.model.module.fc1.weight.grad[0, 0] = float('inf')
+                runner.model_wrapper.module.fc1.weight.grad[0, 0] = float('inf')
 
     runner = make_runner(by_epoch=False, max_len=1, batch_processor=MultiBatchProcessor())
     before = _params(runner)
@@ -255,7 +255,7 @@ def test_batch_transforms_and_a_custom_loss_collector(make_runner, toy_dataset):
     assert seen == [['acc', 'loss_cls']] * 2
     for a, b in zip(_params(runner), before):  # the collector's zero loss: no update
         torch.testing.assert_close(a, b, rtol=0, atol=0)
-    model = copy.deepcopy(runner.model.module)
+    model = copy.deepcopy(runner.model_wrapper.module)
     expected = sum(model(img=p['img'] * 2, gt_label=p['gt_label'])['loss_cls'] for p in step)
     log_vars = runner.outputs['log_vars']
     torch.testing.assert_close(log_vars['loss_seen'], expected.detach())  # 'sum' of both

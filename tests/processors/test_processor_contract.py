@@ -38,8 +38,8 @@ def test_the_documented_processor_without_noise_equals_the_basic_one(make_runner
         twin = _train(make_runner, toy_loader, cls(noise=0.), hook())
         basic = _train(make_runner, toy_loader, BasicBatchProcessor(), hook())
         assert twin.num_updates == basic.num_updates
-        for (name, a), b in zip(twin.model.module.state_dict().items(),
-                                basic.model.module.state_dict().values()):
+        for (name, a), b in zip(twin.model_wrapper.module.state_dict().items(),
+                                basic.model_wrapper.module.state_dict().values()):
             torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
 
 

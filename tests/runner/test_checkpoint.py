@@ -21,7 +21,7 @@ def _train(runner, loader, ckpt_hook=None):
 
 
 def _weights(runner):
-    return {k: v.clone() for k, v in runner.model.module.state_dict().items()}
+    return {k: v.clone() for k, v in runner.model_wrapper.module.state_dict().items()}
 
 
 def test_epoch_checkpoints_latest_link_and_max_keep(make_runner, toy_loader, tmp_path):
@@ -50,7 +50,7 @@ def test_checkpoint_is_readable_by_mmengine(make_runner, toy_loader, tmp_path, t
     runner = _train(make_runner(max_len=1), toy_loader, CheckpointHook(interval=1))
     load_checkpoint(toy_model, str(tmp_path / 'epoch_1.pth'), map_location='cpu')
     for k, v in toy_model.state_dict().items():
-        assert torch.equal(v, runner.model.module.state_dict()[k])
+        assert torch.equal(v, runner.model_wrapper.module.state_dict()[k])
 
 
 @pytest.mark.parametrize('by_epoch,interval', [(True, 1), (False, 5), (False, 8)])

@@ -39,13 +39,14 @@ def test_async_checkpoints_equal_the_synchronous_ones(make_runner, toy_loader, t
     kwargs = dict(interval=5, by_epoch=False, max_keep_ckpts=2)
     _run(make_runner, toy_loader, out_dir=str(tmp_path / 'sync'), **kwargs)
     _run(make_runner, toy_loader, out_dir=str(tmp_path / 'async'), async_save=True, **kwargs)
-    files = sorted(os.listdir(tmp_path / 'sync'))
-    assert files == sorted(os.listdir(tmp_path / 'async')) == \
+    sync_dir, async_dir = (tmp_path / d / tmp_path.name for d in ('sync', 'async'))  # as mmcv
+    files = sorted(os.listdir(sync_dir))
+    assert files == sorted(os.listdir(async_dir)) == \
         ['iter_15.pth', 'iter_20.pth', 'iter_24.pth', 'latest.pth']
-    assert os.readlink(tmp_path / 'async' / 'latest.pth') == 'iter_24.pth'
+    assert os.readlink(async_dir / 'latest.pth') == 'iter_24.pth'
     for name in files:
-        sync = load_checkpoint_file(str(tmp_path / 'sync' / name))
-        written = load_checkpoint_file(str(tmp_path / 'async' / name))
+        sync = load_checkpoint_file(str(sync_dir / name))
+        written = load_checkpoint_file(str(async_dir / name))
         for key in ('state_dict', 'optimizer', 'progress', 'hooks', 'log_buffer', 'rng'):
             _assert_same(sync[key], written[key])
 
@@ -68,11 +69,11 @@ def test_the_snapshot_is_taken_when_saving_not_when_writing(make_runner, toy_loa
     runner = make_runner(max_len=1, momentum=0.9)
     runner.register_hook(OptimizerHook())
     runner.run([toy_loader], [('train', 1)])
-    before = {k: v.clone() for k, v in runner.model.module.state_dict().items()}
+    before = {k: v.clone() for k, v in runner.model_wrapper.module.state_dict().items()}
     momentum = [s['momentum_buffer'].clone() for s in runner.optimizer.state.values()]
     path = runner.save_checkpoint(str(tmp_path), 'snap.pth', background=True)
     with torch.no_grad():  # training goes on while the file is written
-        for p in runner.model.module.parameters():
+        for p in runner.model_wrapper.module.parameters():
             p.add_(1.0)
         for state in runner.optimizer.state.values():
             state['momentum_buffer'].mul_(3.0)

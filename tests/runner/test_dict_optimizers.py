@@ -94,7 +94,7 @@ def test_gan_trains_checkpoints_and_resumes_to_the_same_weights(tmp_path, caplog
     assert full.current_lr() == {'generator': [1e-3], 'discriminator': [4e-3]}
     assert full.current_momentum() == {'generator': [0.5], 'discriminator': [0.8]}
     # Both optimizers stepped their submodule
-    start, trained = ToyGAN().state_dict(), full.model.module.state_dict()
+    start, trained = ToyGAN().state_dict(), full.model_wrapper.module.state_dict()
     assert all(not torch.equal(start[k], trained[k]) for k in start)
     ckpt = torch.load(tmp_path / 'full' / 'iter_12.pth', weights_only=True)
     assert set(ckpt['optimizer']) == {'generator', 'discriminator'}
@@ -109,8 +109,8 @@ def test_gan_trains_checkpoints_and_resumes_to_the_same_weights(tmp_path, caplog
     # Resume from iteration 12: the optimizers' states come back by name
     resumed = _run(_cfg(resume_from=str(tmp_path / 'full' / 'iter_12.pth')), tmp_path / 'res')
     assert resumed.iter == 24
-    for name, value in full.model.module.state_dict().items():
-        torch.testing.assert_close(resumed.model.module.state_dict()[name], value,
+    for name, value in full.model_wrapper.module.state_dict().items():
+        torch.testing.assert_close(resumed.model_wrapper.module.state_dict()[name], value,
                                    rtol=0, atol=1e-6)
 
 

@@ -76,12 +76,12 @@ def test_mmcv_contract_trains_to_the_same_weights_as_mtrain_contract(tmp_path, l
     workflow = [('train', 1), ('val', 1)]
     mmcv_runner = _train(MmcvToyModel(), ToyDataset(), tmp_path / 'mmcv', logger, workflow)
     plain_runner = _train(ToyModel(), ToyDataset(), tmp_path / 'plain', logger, workflow)
-    model = mmcv_runner.model.module
-    assert isinstance(mmcv_runner.model, ModelWrapper)  # it was wrapped, not taken as a wrapper
+    model = mmcv_runner.model_wrapper.module
+    assert isinstance(mmcv_runner.model_wrapper, ModelWrapper)  # it was wrapped, not taken as a wrapper
     # 8 train steps and 8 val steps per epoch; each got the runner's optimizer
     assert len(model.optimizers_seen) == 32
     assert all(o is mmcv_runner.optimizer for o in model.optimizers_seen)
-    for name, value in plain_runner.model.module.state_dict().items():
+    for name, value in plain_runner.model_wrapper.module.state_dict().items():
         torch.testing.assert_close(model.state_dict()[name], value, rtol=0, atol=1e-6)
     # Checkpoints hold the plain model's keys (no `module.`) and load into a fresh model
     ckpt = torch.load(tmp_path / 'mmcv' / 'epoch_2.pth', weights_only=True)

@@ -131,8 +131,8 @@ def test_the_runner_calls_the_method_that_does_the_work(make_runner, toy_loader)
     generic, specific = Generic(), Specific()
     runner.register_hook(generic)
     runner.register_hook(specific)
-    assert runner._stage_calls['after_train_iter'] == (generic.after_iter,
-                                                       specific.after_train_iter)
+    assert runner._stage_calls['after_train_iter'] == ((generic, 'after_iter'),
+                                                       (specific, 'after_train_iter'))
     runner.run([toy_loader, toy_loader], [('train', 1), ('val', 1)])
     per_iter = len(toy_loader)
     assert calls[:3] == [('generic', 'train'), ('specific', 'train'), ('generic', 'train')]

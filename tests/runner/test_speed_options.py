@@ -24,10 +24,10 @@ def test_compiled_model_trains_and_saves_plain_parameter_names(tmp_path):
     cfg = _digits()
     cfg.compile = dict(backend='eager')  # dynamo without a code generator: fast, no compiler
     runner, loaders, workflow = build_runner(cfg, str(tmp_path), logging.getLogger('t'), seed=0)
-    assert runner.model.module._compiled_call_impl is not None
+    assert runner.model_wrapper.module._compiled_call_impl is not None
     runner.run(loaders, workflow)
     state = torch.load(tmp_path / 'latest.pth', weights_only=True)['state_dict']
-    assert set(state) == set(runner.model.module.state_dict())
+    assert set(state) == set(runner.model_wrapper.module.state_dict())
     assert not any('_orig_mod' in k for k in state)
 
 
@@ -48,6 +48,6 @@ def test_top_level_channels_last_switches_the_batch_processor(tmp_path):
     runner, loaders, workflow = build_runner(cfg, str(tmp_path), logging.getLogger('t'), seed=0)
     assert runner.batch_processor.channels_last
     runner.run(loaders, workflow)  # one epoch: the model and the batches were converted
-    conv = runner.model.module.features[3].weight  # 64x32x3x3
+    conv = runner.model_wrapper.module.features[3].weight  # 64x32x3x3
     assert conv.is_contiguous(memory_format=torch.channels_last)
     assert not conv.is_contiguous()

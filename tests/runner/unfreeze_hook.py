@@ -19,8 +19,8 @@ class UnfreezeAtHook(Hook):
         self.at = at
 
     def before_run(self, runner) -> None:
-        runner.model.module.head[0].requires_grad_(runner.iter >= self.at)
+        runner.model_wrapper.module.head[0].requires_grad_(runner.iter >= self.at)
 
     def before_train_iter(self, runner) -> None:
         if runner.iter == self.at:
-            runner.model.module.head[0].requires_grad_(True)
+            runner.model_wrapper.module.head[0].requires_grad_(True)

@@ -42,18 +42,18 @@ def test_resume_with_a_larger_global_batch_divides_by_the_window(make_runner, to
     resumed = make_runner(max_len=2)
     resumed.register_hook(GradientCumulativeOptimizerHook(cumulative_iters=4))
     resumed.resume(str(tmp_path / 'epoch_1.pth'))
-    start = {n: p.detach().clone() for n, p in resumed.model.module.named_parameters()}
+    start = {n: p.detach().clone() for n, p in resumed.model_wrapper.module.named_parameters()}
     loader = _loader(toy_dataset, 16)
     resumed.run([loader], [('train', 1)])
     assert resumed.num_updates == 3 and resumed.iter == 12
     # by hand: the four batches' losses, each divided by 4, then one SGD step (lr 0.1)
-    model = type(resumed.model.module)()
+    model = type(resumed.model_wrapper.module)()
     model.load_state_dict(start)
     for batch in loader:
         (model(**batch)['loss_cls'] / 4).backward()
     with torch.no_grad():
         for n, p in model.named_parameters():
-            torch.testing.assert_close(resumed.model.module.get_parameter(n), p - 0.1 * p.grad,
+            torch.testing.assert_close(resumed.model_wrapper.module.get_parameter(n), p - 0.1 * p.grad,
                                        rtol=0, atol=1e-6)
 
 
@@ -66,11 +66,11 @@ class Unfreeze(Hook):
         self.at = at
 
     def before_run(self, runner):
-        runner.model.module.fc1.requires_grad_(runner.iter >= self.at)
+        runner.model_wrapper.module.fc1.requires_grad_(runner.iter >= self.at)
 
     def before_train_iter(self, runner):
         if runner.iter == self.at:
-            runner.model.module.fc1.requires_grad_(True)
+            runner.model_wrapper.module.fc1.requires_grad_(True)
 
 
 class UpdateSize(Hook):
@@ -82,10 +82,10 @@ class UpdateSize(Hook):
         self.sizes = []
 
     def before_train_iter(self, runner):
-        self._before = [p.detach().clone() for p in runner.model.module.parameters()]
+        self._before = [p.detach().clone() for p in runner.model_wrapper.module.parameters()]
 
     def after_train_iter(self, runner):
-        change = [p.detach() - b for p, b in zip(runner.model.module.parameters(), self._before)]
+        change = [p.detach() - b for p, b in zip(runner.model_wrapper.module.parameters(), self._before)]
         self.sizes.append(float(torch.linalg.vector_norm(torch.stack(
             [torch.linalg.vector_norm(c) for c in change]))))
 
@@ -96,12 +96,12 @@ def test_parameters_unfrozen_mid_run_are_clipped(make_runner, toy_loader):
     for hook in (OptimizerHook(grad_clip=dict(max_norm=0.01)), Unfreeze(at=2), sizes):
         runner.register_hook(hook)
     runner.run([toy_loader], [('train', 1)])
-    assert runner.model.module.fc1.weight.requires_grad
+    assert runner.model_wrapper.module.fc1.weight.requires_grad
     assert max(sizes.sizes) <= 0.01 * (1 + 1e-5), sizes.sizes
 
 
 def _weights(runner):
-    return {n: p.detach().clone() for n, p in runner.model.module.named_parameters()}
+    return {n: p.detach().clone() for n, p in runner.model_wrapper.module.named_parameters()}
 
 
 def test_half_accumulated_grads_of_unfrozen_parameters_are_checkpointed(make_runner, toy_loader,
@@ -134,11 +134,11 @@ class AddGroup(Hook):
         self.at = at
 
     def before_run(self, runner):
-        runner.model.module.fc1.requires_grad_(False)
+        runner.model_wrapper.module.fc1.requires_grad_(False)
 
     def before_train_iter(self, runner):
         if runner.iter == self.at:
-            fc1 = runner.model.module.fc1.requires_grad_(True)
+            fc1 = runner.model_wrapper.module.fc1.requires_grad_(True)
             runner.optimizer.add_param_group({'params': list(fc1.parameters()), 'lr': 1.0})
 
 
@@ -166,7 +166,7 @@ class SwitchOptimizer(Hook):
 
     def before_train_iter(self, runner):
         if runner.iter == self.at:
-            runner.optimizer = torch.optim.SGD(runner.model.module.parameters(), lr=0.0)
+            runner.optimizer = torch.optim.SGD(runner.model_wrapper.module.parameters(), lr=0.0)
 
 
 def test_an_optimizer_replaced_mid_run_is_the_one_stepped(make_runner, toy_loader):

@@ -74,7 +74,7 @@ def _train(model, loader, kind, tmp_path, logger, device_skip=True, max_iters=16
 
 def _state(runner):
     optimizer = runner.optimizer
-    weights = {k: v.clone() for k, v in runner.model.module.state_dict().items()}
+    weights = {k: v.clone() for k, v in runner.model_wrapper.module.state_dict().items()}
     slots = {(i, k): v.clone() for i, p in enumerate(optimizer.param_groups[0]['params'])
              for k, v in optimizer.state[p].items()}
     return weights, slots
@@ -204,7 +204,7 @@ class InjectInf(Hook):
 
     def after_backward(self, runner):
         if runner.iter in self.iterations:
-            next(runner.model.module.parameters()).grad[0, 0] = float('inf')
+            next(runner.model_wrapper.module.parameters()).grad[0, 0] = float('inf')
 
 
 @pytest.mark.parametrize('inf_at', [0, 2])  # 0: the step that would create the momenta

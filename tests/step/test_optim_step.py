@@ -17,7 +17,7 @@ def _hook(fp16):
 
 
 def _state(runner):
-    weights = {k: v.clone() for k, v in runner.model.module.state_dict().items()}
+    weights = {k: v.clone() for k, v in runner.model_wrapper.module.state_dict().items()}
     momenta = [runner.optimizer.state[p].get('momentum_buffer')
                for g in runner.optimizer.param_groups for p in g['params']]
     return weights, momenta

@@ -78,6 +78,7 @@ class DvcliveLoggerHook(TrackerLoggerHook):
 
     def after_train_epoch(self, runner) -> None:
         if self.model_file is not None:  # every rank: a sharded model gathers its weights
+            runner.gather_checkpoint_state()
             runner.save_checkpoint(str(Path(self.model_file).parent),
                                    filename_tmpl=Path(self.model_file).name,
                                    create_symlink=False)

@@ -3,7 +3,8 @@
 The layout follows the architecture, bottom up::
 
     formulas.py    pure arithmetic (annealing, warmup factor, cyclic phases), mmcv's order
-    base.py        ScheduleHook: progress (iterations or epochs), warmup, writing groups
+    ahead.py       computing mtrain's own by-iteration policies ahead, keyed on their state
+    base.py        ScheduleHook: mmcv's update algorithm and override points, progress, warmup
     lr_base.py     LrUpdaterHook: ScheduleHook for param_group['lr']
     lr.py          the LR policies (fixed, step, exp, poly, inv, cosine, ...)
     lr_cyclic.py   Cyclic and OneCycle LR

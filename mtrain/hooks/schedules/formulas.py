@@ -9,6 +9,8 @@ import math
 import numbers
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from ...utils.errors import AssertedValueError
+
 WARMUP_TYPES = ('constant', 'linear', 'exp')
 
 AnnealFunc = Callable[[float, float, float], float]
@@ -73,10 +75,10 @@ def check_warmup(owner: str, warmup: Optional[str], warmup_iters: float,
         raise ValueError(f"{owner}: warmup must be 'constant', 'linear', 'exp' or None "
                          f'(no warmup), got {warmup!r}.')
     if not isinstance(warmup_iters, numbers.Real) or warmup_iters <= 0:
-        raise ValueError(f'{owner}: warmup_iters must be a positive number when warmup is '
+        raise AssertedValueError(f'{owner}: warmup_iters must be a positive number when warmup is '
                          f"set, got {warmup_iters!r}. Set warmup=None for no warmup.")
     if not isinstance(warmup_ratio, numbers.Real) or not 0 < warmup_ratio <= 1:
-        raise ValueError(f'{owner}: warmup_ratio must be in (0, 1] (warmup starts at '
+        raise AssertedValueError(f'{owner}: warmup_ratio must be in (0, 1] (warmup starts at '
                          f'warmup_ratio times the scheduled value), got {warmup_ratio!r}.')
 
 
@@ -85,7 +87,7 @@ def check_min_or_ratio(owner: str, name: str, value: Optional[float],
     """Exactly one of ``min_<name>`` and ``min_<name>_ratio`` must be given."""
     if (value is None) == (ratio is None):
         found = 'both' if value is not None else 'neither'
-        raise ValueError(f'{owner} needs exactly one of min_{name} (an absolute {name}) and '
+        raise AssertedValueError(f'{owner} needs exactly one of min_{name} (an absolute {name}) and '
                          f'min_{name}_ratio (a fraction of the initial {name}), got {found}.')
 
 
@@ -98,12 +100,12 @@ def check_steps(owner: str, step: Union[int, Sequence[int]]) -> Union[int, List[
     """``step`` as a positive int (an interval) or a list of positive ints (milestones)."""
     if isinstance(step, (list, tuple)):
         if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in step):
-            raise ValueError(f'{owner}: every entry of step must be a positive integer, '
+            raise AssertedValueError(f'{owner}: every entry of step must be a positive integer, '
                              f'got {list(step)!r}.')
         return list(step)
     if isinstance(step, int) and not isinstance(step, bool):
         if step <= 0:
-            raise ValueError(f'{owner}: step must be a positive integer, got {step}.')
+            raise AssertedValueError(f'{owner}: step must be a positive integer, got {step}.')
         return step
     raise TypeError(f'{owner}: step must be an int (decay every `step`) or a list of ints '
                     f'(decay at each), got {type(step).__name__}.')
@@ -143,7 +145,7 @@ def normalize_target_ratio(owner: str, target_ratio: Any) -> Tuple[float, float]
         if len(target_ratio) == 1:
             return (target_ratio[0], target_ratio[0] / 1e5)
         return (target_ratio[0], target_ratio[1])
-    raise ValueError(f'{owner}: target_ratio must be a number or a tuple of one or two '
+    raise AssertedValueError(f'{owner}: target_ratio must be a number or a tuple of one or two '
                      f'numbers, got {target_ratio!r}.')
 
 

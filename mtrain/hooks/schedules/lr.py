@@ -12,6 +12,8 @@ policies in :mod:`.lr_cyclic`; this module exports them all.
 from typing import Optional, Sequence, Union
 
 from ...registry import HOOKS
+from ...utils.errors import AssertedValueError
+from .ahead import own_policy
 from .base import AnnealToMin
 from .lr_base import LrUpdaterHook
 from .lr_cyclic import CyclicLrUpdaterHook, OneCycleLrUpdaterHook
@@ -27,6 +29,7 @@ __all__ = [
 
 
 @HOOKS.register_module()
+@own_policy
 class FixedLrUpdaterHook(LrUpdaterHook):
     """The initial lr throughout (with warmup, if any): ``policy='fixed'``."""
 
@@ -35,6 +38,7 @@ class FixedLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
+@own_policy
 class StepLrUpdaterHook(LrUpdaterHook):
     """Multiply the lr by ``gamma`` every ``step``, or at each milestone in ``step``.
 
@@ -64,6 +68,7 @@ class StepLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
+@own_policy
 class ExpLrUpdaterHook(LrUpdaterHook):
     """``lr = base_lr * gamma ** progress``: ``policy='exp', gamma=0.9``."""
 
@@ -76,6 +81,7 @@ class ExpLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
+@own_policy
 class PolyLrUpdaterHook(LrUpdaterHook):
     """``lr = (base_lr - min_lr) * (1 - progress / total) ** power + min_lr``.
 
@@ -100,6 +106,7 @@ class PolyLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
+@own_policy
 class InvLrUpdaterHook(LrUpdaterHook):
     """``lr = base_lr * (1 + gamma * progress) ** -power``: ``policy='inv', gamma=0.1``."""
 
@@ -121,6 +128,7 @@ class _AnnealToMin(AnnealToMin, LrUpdaterHook):
 
 
 @HOOKS.register_module()
+@own_policy
 class CosineAnnealingLrUpdaterHook(_AnnealToMin):
     """Cosine from the initial lr to the minimum over the whole run.
 
@@ -140,6 +148,7 @@ class CosineAnnealingLrUpdaterHook(_AnnealToMin):
 
 
 @HOOKS.register_module()
+@own_policy
 class LinearAnnealingLrUpdaterHook(_AnnealToMin):
     """A straight line from the initial lr to the minimum over the whole run.
 
@@ -157,6 +166,7 @@ class LinearAnnealingLrUpdaterHook(_AnnealToMin):
 
 
 @HOOKS.register_module()
+@own_policy
 class FlatCosineAnnealingLrUpdaterHook(_AnnealToMin):
     """The initial lr until ``start_percent`` of the run, then cosine to the minimum.
 
@@ -191,6 +201,7 @@ class FlatCosineAnnealingLrUpdaterHook(_AnnealToMin):
 
 
 @HOOKS.register_module()
+@own_policy
 class CosineRestartLrUpdaterHook(_AnnealToMin):
     """Cosine annealing that restarts after each period, the restart scaled by a weight.
 
@@ -216,7 +227,7 @@ class CosineRestartLrUpdaterHook(_AnnealToMin):
         self.restart_weights = ([1] * len(self.periods) if restart_weights is None
                                 else list(restart_weights))
         if len(self.periods) != len(self.restart_weights):
-            raise ValueError(f'CosineRestartLrUpdaterHook: periods ({len(self.periods)}) and '
+            raise AssertedValueError(f'CosineRestartLrUpdaterHook: periods ({len(self.periods)}) and '
                              f'restart_weights ({len(self.restart_weights)}) must have the '
                              'same length.')
         self.cumulative_periods = [sum(self.periods[:i + 1]) for i in range(len(self.periods))]

@@ -8,6 +8,8 @@ import numbers
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ...registry import HOOKS
+from ...utils.errors import AssertedValueError
+from .ahead import own_policy
 from .lr_base import LrUpdaterHook
 from .formulas import (anneal_func, check_pct_start, cyclic_phases, cyclic_value,
                             normalize_target_ratio, one_cycle_ends, one_cycle_phase, per_group)
@@ -17,11 +19,12 @@ __all__ = ['CyclicLrUpdaterHook', 'OneCycleLrUpdaterHook']
 
 def _reject_by_epoch(owner: str, by_epoch: bool) -> None:
     if by_epoch:
-        raise ValueError(f'{owner} changes the lr every iteration; by_epoch=True is not '
+        raise AssertedValueError(f'{owner} changes the lr every iteration; by_epoch=True is not '
                          'supported. Remove by_epoch from the config.')
 
 
 @HOOKS.register_module()
+@own_policy
 class CyclicLrUpdaterHook(LrUpdaterHook):
     """Cycles the lr up to ``target_ratio[0]`` × initial and down to ``target_ratio[1]`` ×.
 
@@ -57,9 +60,9 @@ class CyclicLrUpdaterHook(LrUpdaterHook):
         _reject_by_epoch(owner, by_epoch)
         self.target_ratio = normalize_target_ratio(owner, target_ratio)
         if not 0 <= step_ratio_up < 1:
-            raise ValueError(f'{owner}: step_ratio_up must be in [0, 1), got {step_ratio_up!r}.')
+            raise AssertedValueError(f'{owner}: step_ratio_up must be in [0, 1), got {step_ratio_up!r}.')
         if not 0 < gamma <= 1:
-            raise ValueError(f'{owner}: gamma must be in (0, 1], got {gamma!r}.')
+            raise AssertedValueError(f'{owner}: gamma must be in (0, 1], got {gamma!r}.')
         self.cyclic_times = cyclic_times
         self.step_ratio_up = step_ratio_up
         self.gamma = gamma
@@ -81,6 +84,7 @@ class CyclicLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
+@own_policy
 class OneCycleLrUpdaterHook(LrUpdaterHook):
     """The 1cycle policy (https://arxiv.org/abs/1708.07120): up to ``max_lr``, then far down.
 

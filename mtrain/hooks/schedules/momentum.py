@@ -12,8 +12,10 @@ import numbers
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ...registry import HOOKS
-from .base import AnnealToMin, ScheduleHook
-from .formulas import (annealing_cos, annealing_linear, anneal_func, as_public,
+from ...utils.errors import AssertedValueError
+from .ahead import own_policy
+from .base import AnnealToMin, ScheduleHook, Values
+from .formulas import (annealing_cos, annealing_linear, anneal_func,
                        check_pct_start, check_steps, cyclic_phases, cyclic_value,
                        normalize_target_ratio, one_cycle_ends, one_cycle_phase, per_group,
                        step_exponent)
@@ -57,26 +59,41 @@ class MomentumUpdaterHook(ScheduleHook):
     """
 
     priority = 'HIGH'
+    _base_attr, _regular_attr = 'base_momentum', 'regular_momentum'
 
     def __init__(self, by_epoch: bool = True, warmup: Optional[str] = None,
                  warmup_iters: float = 0, warmup_ratio: float = 0.9,
                  warmup_by_epoch: bool = False) -> None:
+        self.base_momentum: Values = []  # initial momentum per group (dict per optimizer)
+        self.regular_momentum: Values = []  # the policy's momentum per group, before warmup
         super().__init__(by_epoch, warmup, warmup_iters, warmup_ratio, warmup_by_epoch)
-
-    @property
-    def base_momentum(self) -> Union[List[float], Dict[str, List[float]]]:
-        """Initial momentum per group (a dict of lists for a dict of optimizers)."""
-        return as_public(self._base)
-
-    @property
-    def regular_momentum(self) -> Union[List[float], Dict[str, List[float]]]:
-        """The policy's momentum per group at the last iteration, before warmup."""
-        return as_public(self._per_optimizer(self._regular))
 
     def get_momentum(self, runner, base_momentum: float) -> float:
         """The policy's momentum for a group whose initial momentum is ``base_momentum``."""
         raise NotImplementedError(
             f'{type(self).__name__} must implement get_momentum(runner, base_momentum)')
+
+    def get_regular_momentum(self, runner) -> Values:
+        """``get_momentum`` of each ``self.base_momentum`` (mmcv's)."""
+        return self._regular_from(runner, self.get_momentum, self.base_momentum)
+
+    def get_warmup_momentum(self, cur_iters: int) -> Values:
+        """``self.regular_momentum`` times the LR warmup factor (mtrain's; mmcv divides)."""
+        return self._warmup_from(cur_iters, self.regular_momentum)
+
+    def _set_momentum(self, runner, momentum_groups: Values) -> None:
+        """Write ``momentum_groups`` into the optimizer's param groups, read now (mmcv's)."""
+        self._set_from(runner, momentum_groups)
+
+    # -- the base class's names for the above -----------------------------
+    def _get_regular(self, runner) -> Values:
+        return self.get_regular_momentum(runner)
+
+    def _get_warmup(self, cur_iters: int) -> Values:
+        return self.get_warmup_momentum(cur_iters)
+
+    def _set(self, runner, values: Values) -> None:
+        self._set_momentum(runner, values)
 
     def _base_values(self, name: Optional[str], optimizer: Any) -> List[float]:
         for group in optimizer.param_groups:
@@ -91,11 +108,9 @@ class MomentumUpdaterHook(ScheduleHook):
         elif 'betas' in group:
             group['betas'] = (value, group['betas'][1])
 
-    def _scheduled(self, runner, base: float, group: Dict[str, Any]) -> float:
-        return self.get_momentum(runner, base)
-
 
 @HOOKS.register_module()
+@own_policy
 class StepMomentumUpdaterHook(MomentumUpdaterHook):
     """Multiply the momentum by ``gamma`` every ``step``, or at each milestone.
 
@@ -131,6 +146,7 @@ class _AnnealToMin(AnnealToMin, MomentumUpdaterHook):
 
 
 @HOOKS.register_module()
+@own_policy
 class CosineAnnealingMomentumUpdaterHook(_AnnealToMin):
     """Cosine from the initial momentum to the minimum over the run.
 
@@ -143,6 +159,7 @@ class CosineAnnealingMomentumUpdaterHook(_AnnealToMin):
 
 
 @HOOKS.register_module()
+@own_policy
 class LinearAnnealingMomentumUpdaterHook(_AnnealToMin):
     """A straight line from the initial momentum to the minimum over the run.
 
@@ -155,6 +172,7 @@ class LinearAnnealingMomentumUpdaterHook(_AnnealToMin):
 
 
 @HOOKS.register_module()
+@own_policy
 class CyclicMomentumUpdaterHook(MomentumUpdaterHook):
     """Cycles the momentum inversely to :class:`CyclicLrUpdaterHook`.
 
@@ -175,11 +193,11 @@ class CyclicMomentumUpdaterHook(MomentumUpdaterHook):
                  anneal_strategy: str = 'cos', gamma: float = 1., **kwargs) -> None:
         owner = type(self).__name__
         if by_epoch:
-            raise ValueError(f'{owner} changes the momentum every iteration; '
+            raise AssertedValueError(f'{owner} changes the momentum every iteration; '
                              'by_epoch=True is not supported. Remove by_epoch.')
         self.target_ratio = normalize_target_ratio(owner, target_ratio)
         if not 0 <= step_ratio_up < 1:
-            raise ValueError(f'{owner}: step_ratio_up must be in [0, 1), got {step_ratio_up!r}.')
+            raise AssertedValueError(f'{owner}: step_ratio_up must be in [0, 1), got {step_ratio_up!r}.')
         self.cyclic_times = cyclic_times
         self.step_ratio_up = step_ratio_up
         self.gamma = gamma
@@ -201,6 +219,7 @@ class CyclicMomentumUpdaterHook(MomentumUpdaterHook):
 
 
 @HOOKS.register_module()
+@own_policy
 class OneCycleMomentumUpdaterHook(MomentumUpdaterHook):
     """Momentum of the 1cycle policy: down while the lr rises, back up while it falls.
 
@@ -227,7 +246,7 @@ class OneCycleMomentumUpdaterHook(MomentumUpdaterHook):
                  by_epoch: bool = False, **kwargs) -> None:
         owner = type(self).__name__
         if by_epoch:
-            raise ValueError(f'{owner} changes the momentum every iteration; '
+            raise AssertedValueError(f'{owner} changes the momentum every iteration; '
                              'by_epoch=True is not supported. Remove by_epoch.')
         for key, value in (('base_momentum', base_momentum), ('max_momentum', max_momentum)):
             if isinstance(value, bool) or not isinstance(value, (numbers.Real, list, dict)):
@@ -263,9 +282,17 @@ class OneCycleMomentumUpdaterHook(MomentumUpdaterHook):
             group['max_momentum'] = high
         return highs
 
-    def _scheduled(self, runner, base: float, group: Dict[str, Any]) -> float:
+    def get_momentum(self, runner, param_group: Dict[str, Any]) -> float:
+        """The momentum of one param group, from its own bounds (mmcv's signature)."""
         update = min(runner.iter, self._last_update)
         phase, pct = one_cycle_phase(update, [p['end_iter'] for p in self.momentum_phases])
         phase = self.momentum_phases[phase]
-        return self.anneal_func(group[phase['start_momentum']], group[phase['end_momentum']],
-                                pct)
+        return self.anneal_func(param_group[phase['start_momentum']],
+                                param_group[phase['end_momentum']], pct)
+
+    def get_regular_momentum(self, runner) -> Values:
+        """``get_momentum`` of each param group of the optimizer, read now (as mmcv)."""
+        if isinstance(runner.optimizer, dict):
+            return {name: [self.get_momentum(runner, group) for group in optim.param_groups]
+                    for name, optim in runner.optimizer.items()}
+        return [self.get_momentum(runner, group) for group in runner.optimizer.param_groups]

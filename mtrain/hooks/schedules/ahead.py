@@ -1,0 +1,132 @@
+"""Computing a by-iteration schedule of mtrain's own ahead, keyed on what it depends on.
+
+With ``by_epoch=False`` an updater hook asks its policy for a value every
+iteration (mmcv's ``get_regular_lr`` → ``get_lr`` per group, then the warmup).
+For mtrain's own policy classes those calls are pure functions of the
+iteration, ``runner.max_iters`` and the hook's attributes, so the hook may
+compute ``AHEAD`` iterations at once and write one row per iteration. That is
+only sound while nothing they depend on changes, so:
+
+- **Behaviour**: only an instance of one of mtrain's own policy classes
+  (listed with :func:`own_policy`), whose policy methods are still the
+  functions mtrain defined — checked by identity on the class, and by name on
+  the instance — is computed ahead. Any subclass (it may read anything on the
+  runner), and any patched method, is asked every iteration as in mmcv.
+- **State**: the rows are keyed on a copy of the hook's attributes (``base_lr``
+  and the policy's settings, compared by value, so an in-place change counts),
+  ``runner.max_iters`` and the first iteration. Any difference, or an
+  iteration outside the rows (a resume, a jump), recomputes from there.
+
+The param groups themselves are not part of the key: the rows hold values,
+and the hook writes them into ``runner.optimizer.param_groups`` as read at
+each iteration (a rollback with ``optimizer.load_state_dict`` is followed).
+"""
+
+import operator
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+#: How many iterations a by-iteration schedule of mtrain's own computes at a time.
+AHEAD = 512
+
+#: The methods that decide a value. A policy class of mtrain's own is computed
+#: ahead while each of these still resolves to the function mtrain defined.
+POLICY_METHODS = (
+    'get_lr', 'get_regular_lr', 'get_warmup_lr', 'get_momentum', 'get_regular_momentum',
+    'get_warmup_momentum', 'progress', 'progress_fraction', 'max_progress', 'target',
+    '_get_regular', '_get_warmup', '_regular_from', '_warmup_from', '_base_values')
+
+#: Attributes that change every iteration or hold the cache: not part of the key.
+_VOLATILE = frozenset(('regular_lr', 'regular_momentum', '_ahead', '_regular_epoch'))
+
+# class -> (a getter of its policy functions, the functions it had when declared)
+_OWN: Dict[type, Tuple[Callable[[type], Any], Any]] = {}
+
+
+def own_policy(cls: type) -> type:
+    """Class decorator: declare one of mtrain's policies safe to compute ahead.
+
+    Records the class's policy functions now; if any is replaced later
+    (``cls.get_lr = ...``), the class is asked every iteration again.
+    """
+    methods = operator.attrgetter(*(n for n in POLICY_METHODS if hasattr(cls, n)))
+    _OWN[cls] = (methods, methods(cls))
+    return cls
+
+
+def computes_ahead(hook) -> bool:
+    """Whether ``hook``'s values may come from the rows: mtrain's behaviour, unpatched."""
+    cls = type(hook)
+    own = _OWN.get(cls)
+    if own is None or cls.reads_group or own[0](cls) != own[1]:
+        return False
+    return vars(hook).keys().isdisjoint(POLICY_METHODS)
+
+
+def _state(hook) -> Dict[str, Any]:
+    return {k: v for k, v in vars(hook).items() if k not in _VOLATILE}
+
+
+def _frozen(value: Any) -> Any:
+    """A copy of ``value``'s containers (lists, tuples, dicts, sets), the rest shared.
+
+    Compared with ``==`` to the live attributes: an in-place change of a list
+    (``hook.step.append(12)``) shows, and any other object (a logger someone
+    hung on the hook) is compared as itself, never copied.
+    """
+    if isinstance(value, dict):
+        return {k: _frozen(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return type(value)(_frozen(v) for v in value) if not hasattr(value, '_fields') \
+            else value
+    return value
+
+
+class AheadCache:
+    """The rows ``(regular, written)`` of iterations ``start``, ``start + 1``, … and their key."""
+
+    __slots__ = ('rows', 'start', 'max_iters', 'state')
+
+    def __init__(self) -> None:
+        self.rows: List[Tuple[Any, Any]] = []
+        self.start = 0
+        self.max_iters: Optional[int] = None
+        self.state: Optional[Dict[str, Any]] = None
+
+    def row(self, hook, runner) -> Tuple[Any, Any]:
+        """This iteration's (regular, written) values, recomputed when the key changed."""
+        i = runner.iter - self.start
+        if not (0 <= i < len(self.rows) and runner.max_iters == self.max_iters
+                and _state(hook) == self.state):
+            self._compute(hook, runner)
+            i = 0
+        return self.rows[i]
+
+    def _compute(self, hook, runner) -> None:
+        self.state = _frozen(_state(hook))
+        self.max_iters = runner.max_iters
+        start = runner.iter
+        stop = max(start + 1, min(start + AHEAD, runner.max_iters or 0))
+        at = _RunnerAt(runner)
+        rows = []
+        for it in range(start, stop):
+            at.iter = it
+            regular = hook._get_regular(at)
+            if hook.warmup is None or it >= hook.warmup_iters:
+                rows.append((regular, regular))
+            else:
+                rows.append((regular, hook._warmup_from(it, regular)))
+        self.rows, self.start = rows, start
+
+
+class _RunnerAt:
+    """What a policy of mtrain's own reads of the runner, at a given iteration."""
+
+    __slots__ = ('iter', 'epoch', 'max_iters', 'max_epochs', 'data_loader', 'optimizer')
+
+    def __init__(self, runner) -> None:
+        self.iter = runner.iter
+        self.epoch = runner.epoch
+        self.max_iters = runner.max_iters
+        self.max_epochs = getattr(runner, 'max_epochs', None)
+        self.data_loader = runner.data_loader
+        self.optimizer = runner.optimizer

@@ -1,0 +1,194 @@
+"""LR/momentum hooks re-read what a user may change: param groups, run length, base values.
+
+Issue 22 items 3 and 9: a rollback (``optimizer.load_state_dict``) replaces the
+param-group dicts; the computed-ahead rows must follow a change of run length,
+of ``base_lr``, of a policy setting, of a param group's count, and a patched
+policy method. The reference for "follows" is the same policy asked every
+iteration, as mmcv 1.7.2 does (a subclass is never computed ahead).
+"""
+
+import math
+
+import pytest
+import torch
+from schedule_driver import make_optimizer, make_runner
+
+from mtrain.hooks import Hook, OptimizerHook
+from mtrain.hooks.lr_updater import CosineAnnealingLrUpdaterHook, StepLrUpdaterHook
+from mtrain.hooks.momentum_updater import CosineAnnealingMomentumUpdaterHook
+
+
+def _cosine(it, total, base=0.1):
+    return 0.5 * base * (1 + math.cos(math.pi * it / total))
+
+
+class _Rollback(Hook):
+    """Saves the optimizer's state after iteration 0 and loads it back after iteration 3."""
+
+    priority = 'LOWEST'
+
+    def __init__(self):
+        self.saved = None
+        self.rows = []
+
+    def before_train_iter(self, runner):
+        group = runner.optimizer.param_groups[0]
+        self.rows.append((runner.iter, group['lr'], group['momentum']))
+
+    def after_train_iter(self, runner):
+        if runner.iter == 0:
+            self.saved = runner.optimizer.state_dict()
+        if runner.iter == 3:
+            runner.optimizer.load_state_dict(self.saved)  # new param-group dicts
+
+
+@pytest.mark.parametrize('by_epoch', [True, False], ids=['EpochBasedRunner', 'IterBasedRunner'])
+def test_schedules_keep_writing_after_an_optimizer_rollback(make_runner, toy_loader, by_epoch):
+    """Before: the hooks kept writing into the replaced group dicts; lr froze at the loaded value."""
+    runner = make_runner(by_epoch=by_epoch, max_len=1 if by_epoch else 8, momentum=0.9)
+    runner.register_hook(OptimizerHook())
+    runner.register_hook(CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False))
+    runner.register_hook(CosineAnnealingMomentumUpdaterHook(min_momentum=0.5, by_epoch=False))
+    rollback = _Rollback()
+    runner.register_hook(rollback)
+    runner.run([toy_loader], [('train', 1)])
+    assert [it for it, _, _ in rollback.rows] == list(range(8))
+    assert [lr for _, lr, _ in rollback.rows] == pytest.approx([_cosine(i, 8) for i in range(8)])
+    momenta = [0.5 + 0.5 * (0.9 - 0.5) * (1 + math.cos(math.pi * i / 8)) for i in range(8)]
+    assert [m for _, _, m in rollback.rows] == pytest.approx(momenta)
+
+
+# -- the computed-ahead rows follow changes mid-run -------------------------------------------
+class _UserStep(StepLrUpdaterHook):
+    """The same policy as a user's subclass: asked every iteration (the reference)."""
+
+
+class _UserCosine(CosineAnnealingLrUpdaterHook):
+    pass
+
+
+def _drive(hook, change, iters=40, max_iters=40):
+    """Drive ``hook`` by iteration; ``change(hook, runner)`` runs before iteration 10."""
+    runner = make_runner(make_optimizer(), None, 7, max_iters)
+    hook.before_run(runner)
+    rows = []
+    while runner.iter < iters:
+        if runner.iter == 10:
+            change(hook, runner)
+        hook.before_train_iter(runner)
+        rows.append([g['lr'] for g in runner.optimizer.param_groups])
+        runner.iter += 1
+    return rows
+
+
+def _add_group(hook, runner):
+    runner.optimizer.add_param_group(dict(params=[torch.nn.Parameter(torch.zeros(1))], lr=0.5))
+
+
+def _add_group_and_schedule_it(hook, runner):
+    _add_group(hook, runner)
+    hook.base_lr.append(0.5)  # mmcv's way: base_lr is the hook's own list
+
+
+def _longer_run(hook, runner):
+    runner.max_iters = 80
+
+
+def _base_lr_in_place(hook, runner):
+    hook.base_lr[0] = 0.2
+
+
+def _base_lr_assigned(hook, runner):
+    hook.base_lr = [0.3, 0.03]
+
+
+def _gamma(hook, runner):
+    hook.gamma = 0.5
+
+
+def _steps_in_place(hook, runner):
+    hook.step.append(12)
+
+
+CHANGES = [_longer_run, _base_lr_in_place, _base_lr_assigned, _gamma, _steps_in_place,
+           _add_group, _add_group_and_schedule_it]
+
+
+@pytest.mark.parametrize('change', CHANGES, ids=[c.__name__.strip('_') for c in CHANGES])
+def test_computed_ahead_follows_a_change_mid_run(change):
+    """Before: the rows computed at iteration 0 were written on, whatever changed."""
+    def make(cls):
+        return cls(step=[5, 20, 30], gamma=0.1, by_epoch=False, warmup='linear',
+                   warmup_iters=12, warmup_ratio=0.1)
+
+    builtin = make(StepLrUpdaterHook)
+    ahead = _drive(builtin, change, iters=60)
+    asked = _drive(make(_UserStep), change, iters=60)
+    assert builtin._ahead.rows, 'mtrain\'s own policy is computed ahead'
+    assert ahead == asked  # exact
+    assert ahead[9] != ahead[11] or change is _add_group
+
+
+def test_computed_ahead_follows_a_longer_run_exactly():
+    hook = CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False)
+    rows = _drive(hook, _longer_run, iters=30, max_iters=40)
+    assert [r[0] for r in rows[10:]] == pytest.approx([_cosine(i, 80) for i in range(10, 30)],
+                                                      rel=1e-12)
+
+
+def test_a_param_group_added_mid_run_is_scheduled_once_base_lr_has_it():
+    rows = _drive(CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False),
+                  _add_group_and_schedule_it)
+    assert [r[2] for r in rows[10:]] == pytest.approx([_cosine(i, 40, 0.5) for i in range(10, 40)])
+    rows = _drive(CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False), _add_group)
+    assert all(r[2] == 0.5 for r in rows[10:])  # as mmcv: not in base_lr, left alone
+
+
+def test_a_policy_method_patched_on_the_class_is_called(monkeypatch):
+    """Before: the class's module decided; a patched get_lr on mtrain's class was never asked."""
+    calls = []
+    original = CosineAnnealingLrUpdaterHook.get_lr
+
+    def get_lr(self, runner, base_lr):
+        calls.append(runner.iter)
+        return original(self, runner, base_lr) * 2
+
+    hook = CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False)
+    runner = make_runner(make_optimizer(), None, 7, 40)
+    hook.before_run(runner)
+    hook.before_train_iter(runner)  # rows computed with the original
+    monkeypatch.setattr(CosineAnnealingLrUpdaterHook, 'get_lr', get_lr)
+    runner.iter = 1
+    hook.before_train_iter(runner)
+    assert calls == [1, 1]  # the real runner, this iteration, once per group
+    assert runner.optimizer.param_groups[0]['lr'] == pytest.approx(2 * _cosine(1, 40))
+
+
+def test_a_policy_method_patched_on_the_instance_is_called():
+    hook = CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False)
+    runner = make_runner(make_optimizer(), None, 7, 40)
+    hook.before_run(runner)
+    hook.before_train_iter(runner)
+    hook.get_lr = lambda runner, base_lr: 0.123
+    runner.iter = 1
+    hook.before_train_iter(runner)
+    assert [g['lr'] for g in runner.optimizer.param_groups] == [0.123, 0.123]
+
+
+def test_a_subclass_of_a_builtin_policy_is_asked_every_iteration():
+    hook = _UserCosine(min_lr=0., by_epoch=False)
+    runner = make_runner(make_optimizer(), None, 7, 40)
+    hook.before_run(runner)
+    for it in range(3):
+        runner.iter = it
+        hook.before_train_iter(runner)
+    assert not hook._ahead.rows
+
+
+def test_an_object_hung_on_the_hook_is_compared_as_itself_not_copied():
+    import threading
+    hook = CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False)
+    hook.lock = threading.Lock()  # cannot be deep-copied
+    rows = _drive(hook, lambda hook, runner: None)
+    assert hook._ahead.rows
+    assert [r[0] for r in rows] == pytest.approx([_cosine(i, 40) for i in range(40)], rel=1e-12)
