@@ -12,7 +12,9 @@ Every mistake is one :class:`ConfigError` naming the SPACE file and the key:
 * a value that would not survive the trial's command line unchanged.
 """
 
+import logging
 import math
+from contextlib import contextmanager
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
@@ -129,14 +131,28 @@ def _check_applies(config: str, fixed: Dict[str, Any], key: str, value: Any, fai
 def _check_optimizer(base_cfg: Any, value: Any, optimizer_cfg: Any, fail) -> None:
     """Build the optimizer with ``value`` on a one-layer model (if the config's own builds)."""
     probe = torch.nn.Linear(2, 2)
+    with _quiet_optimizer_log():  # the probe's summary line would describe the probe
+        try:
+            build_optimizer(probe, base_cfg)
+        except Exception:  # noqa: BLE001  (paramwise_cfg naming the real model's layers, ...)
+            return  # the probe cannot tell; the trial's own build will
+        try:
+            build_optimizer(probe, optimizer_cfg)
+        except (ValueError, TypeError, ConfigError) as e:
+            raise fail(f"the optimizer does not take {value!r}: "
+                       f"{getattr(e, 'message', e)}") from e
+
+
+@contextmanager
+def _quiet_optimizer_log() -> Iterator[None]:
+    """Hold back the optimizer builder's info and warning lines while it builds the probe."""
+    log = logging.getLogger('mtrain.optim')
+    level = log.level
+    log.setLevel(logging.ERROR)
     try:
-        build_optimizer(probe, base_cfg)
-    except Exception:  # noqa: BLE001  (paramwise_cfg naming the real model's layers, ...)
-        return  # the probe cannot tell; the trial's own build will
-    try:
-        build_optimizer(probe, optimizer_cfg)
-    except (ValueError, TypeError, ConfigError) as e:
-        raise fail(f"the optimizer does not take {value!r}: {getattr(e, 'message', e)}") from e
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def format_override(key: str, value: Any) -> str:
