@@ -20,6 +20,8 @@ import fnmatch
 import inspect
 from typing import Any, Dict, List, Optional, Sequence
 
+import numpy as np
+
 from ..utils import ConfigError
 from ..utils.errors import closest_names
 
@@ -104,10 +106,10 @@ def check_eval_results(metrics: Any, dataset: Any) -> Dict[str, Any]:
     """``dataset.evaluate``'s result as ``{name: value}`` the loggers can write, or a ConfigError.
 
     The contract (mmcv 1.x): a dict of metric name to a number (or a text
-    such as mmdet's ``bbox_mAP_copypaste``). numpy and torch values are
-    turned into Python ones as mmcv's log writer did: a one-element array or
-    tensor (``np.float32``, ``tensor(0.9)``) into a number, a longer one
-    (per-class values) into a list. Anything else (a list instead of the
+    such as mmdet's ``bbox_mAP_copypaste``). A numpy scalar stays as it is
+    (the json log writes it as mmcv's did: an ``np.float32`` unrounded); an
+    array or tensor becomes a number (0-d, ``tensor(0.9)``) or a list (per-class
+    values), which the text log can format. Anything else (a list instead of the
     dict) fails on the first evaluation, naming the method, instead of
     inside the logger after the epoch.
     """
@@ -122,8 +124,8 @@ def check_eval_results(metrics: Any, dataset: Any) -> Dict[str, Any]:
 
 def _plain(name: Any, value: Any, where: str) -> Any:
     """A metric value as a Python number, text or list of numbers."""
-    if isinstance(value, (bool, int, float, str)):
-        return value
+    if isinstance(value, (bool, int, float, str, np.generic)):
+        return value  # a numpy scalar as it is: the json log writes it as mmcv's did (unrounded)
     if hasattr(value, 'shape') and hasattr(value, 'tolist'):  # numpy or torch
         return value.tolist()  # a 0-d value gives a number, a longer one a list
     if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):

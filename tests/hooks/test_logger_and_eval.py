@@ -83,3 +83,11 @@ class _At:
 
     def __init__(self, n):
         self.epoch = self.iter = n
+
+
+def test_numpy_scalar_metrics_reach_the_trackers_as_numbers():
+    """mmcv's ``is_scalar`` takes numpy numbers; a tracker gets them as Python numbers."""
+    import numpy as np
+    from mtrain.hooks.logger.base import _loggable
+    assert _loggable(np.float32(0.5)) and _loggable(np.int64(3)) and _loggable(0.5)
+    assert not _loggable(np.bool_(True)) and not _loggable(True) and not _loggable([1, 2])

@@ -6,9 +6,11 @@ those that write scalars somewhere (TensorBoard, the experiment trackers)
 take them from :meth:`LoggerHook.loggable_tags` at :attr:`LoggerHook.global_step`.
 """
 
+import numbers
 from collections import OrderedDict
 from typing import Any, Dict, List, Union
 
+import numpy as np
 import torch
 
 from ..hook import Hook
@@ -143,7 +145,7 @@ class LoggerHook(Hook):
         for name, value in runner.log_buffer.output.items():
             if name in ('time', 'data_time') or not _loggable(value):
                 continue
-            tags[f'{mode}/{name}'] = value
+            tags[f'{mode}/{name}'] = value.item() if isinstance(value, np.generic) else value
         if runner.optimizer is not None:
             tags.update(_per_optimizer('learning_rate', runner.current_lr()))
             tags.update(_per_optimizer('momentum', runner.current_momentum()))
@@ -154,7 +156,8 @@ class LoggerHook(Hook):
 
 
 def _loggable(value: Any) -> bool:
-    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
+    """A number (numpy scalars too, as mmcv's ``is_scalar``) or a text; not a bool."""
+    return isinstance(value, (numbers.Number, str)) and not isinstance(value, (bool, np.bool_))
 
 
 def _per_optimizer(tag: str, values: Union[List[float], Dict[str, List[float]]]
