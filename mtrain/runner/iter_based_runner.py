@@ -52,6 +52,8 @@ class IterBasedRunner(BaseRunner):
             self._save_if_preempted()
             self.call_hook('after_epoch')
         finally:
+            for loader in loaders:
+                loader.close()
             self._end_run()
 
     def train(self, data_loader: IterLoader) -> None:

@@ -300,3 +300,13 @@ def test_exact_resume_says_nothing(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, 'mtrain.test'):
         _run(tmp_path / 'res', 13, resume=tmp_path / 'run' / 'iter_12.pth')
     assert _warnings(caplog) == []
+
+
+@pytest.mark.slow  # worker processes
+def test_worker_processes_end_with_the_run(tmp_path):
+    # A run ending mid-pass let go of its iterator only at a cyclic garbage collection, where
+    # torch's shutdown waited 5 s for each worker: 30 s in the middle of a later test.
+    import multiprocessing
+    before = set(multiprocessing.active_children())  # an earlier test's persistent workers
+    _run(tmp_path / 'run', 3, loader=DataLoader(Indexed(), batch_size=BATCH, num_workers=2))
+    assert set(multiprocessing.active_children()) - before == set()
