@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from mtrain.hooks import NanGuardHook
-from mtrain.hooks.schedules.base import AHEAD
+from mtrain.hooks.schedules.ahead import AHEAD
 from mtrain.runner import EpochBasedRunner
 
 BATCHES = [{'img': torch.zeros(4, 4), 'gt_label': torch.zeros(4, dtype=torch.long)}] * 64
