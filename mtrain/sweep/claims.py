@@ -90,7 +90,7 @@ def claim_trial(study: Any, sweep_dir: str, space: Dict[str, Distribution],
     with sweep_lock(sweep_dir):
         for frozen in study.get_trials(deepcopy=False):
             if frozen.state.name == 'RUNNING':
-                claim = _adopt(frozen, sweep_dir)
+                claim = _adopt(study, frozen, sweep_dir)
                 if claim is not None:
                     return claim
         started = [t for t in study.get_trials(deepcopy=False) if t.state.name != 'WAITING']
@@ -104,7 +104,7 @@ def claim_trial(study: Any, sweep_dir: str, space: Dict[str, Distribution],
         return Claim(trial.number, trial._trial_id, dict(trial.params), work_dir, lock, False)
 
 
-def _adopt(frozen: Any, sweep_dir: str) -> Optional[Claim]:
+def _adopt(study: Any, frozen: Any, sweep_dir: str) -> Optional[Claim]:
     work_dir = frozen.user_attrs.get('work_dir')
     if work_dir is None:
         started = frozen.datetime_start
@@ -116,7 +116,17 @@ def _adopt(frozen: Any, sweep_dir: str) -> Optional[Claim]:
     lock = FileLock(osp.join(work_dir, '.lock'))
     if not lock.acquire(blocking=False):
         return None  # its worker or its training run is alive
+    if not _still_running(study, frozen.number):
+        # Its worker told the study and let go of the lock after our list was read.
+        lock.release()
+        return None
     return Claim(frozen.number, frozen._trial_id, dict(frozen.params), work_dir, lock, True)
+
+
+def _still_running(study: Any, number: int) -> bool:
+    """The trial's state as the storage holds it now (read again, under its lock)."""
+    return any(t.number == number and t.state.name == 'RUNNING'
+               for t in study.get_trials(deepcopy=False))
 
 
 def _mark_owner(trial: Any, work_dir: str) -> None:

@@ -7,7 +7,7 @@ import sys
 import optuna
 
 from mtrain.sweep import SweepSpec, choice, intrange, loguniform, uniform
-from mtrain.sweep.claims import claim_trial
+from mtrain.sweep.claims import _adopt, claim_trial
 from mtrain.sweep.study import open_study
 from mtrain.sweep.sweeper import Sweeper
 from sweep_helpers import CONFIG
@@ -43,6 +43,19 @@ def test_a_running_trial_whose_lock_is_free_is_adopted_once(tmp_path):
     adopted.lock.release()
     study.tell(0, 0.5)
     assert claim_trial(study, str(tmp_path), SPACE, total=1) is None  # finished: kept
+
+
+def test_a_trial_finished_after_the_list_was_read_is_not_adopted(tmp_path):
+    # Two workers on one folder: one read the trials (#0 RUNNING); the other then told the
+    # study #0 is complete and let go of its lock. The first must not take #0 up again
+    # (it did, and its own tell failed with UpdateFinishedTrialError).
+    study = _study(tmp_path)
+    claim = claim_trial(study, str(tmp_path), SPACE, total=1)
+    stale = study.get_trials(deepcopy=False)[0]
+    study.tell(0, 0.5)
+    claim.lock.release()
+    assert _adopt(study, stale, str(tmp_path)) is None
+    assert claim_trial(study, str(tmp_path), SPACE, total=1) is None
 
 
 def test_a_lock_held_by_another_process_is_respected(tmp_path):
