@@ -52,7 +52,11 @@ class BasicBatchProcessor(BatchProcessor):
         with self.grad_sync(runner), self.autocast(runner.device):
             outputs = step(batch, runner.optimizer)
         runner.call_hook('after_forward')
-        who = f"{type(getattr(runner.model, 'module', runner.model)).__name__}." \
-              f"{'train_step' if train_mode else 'val_step'}"
-        return check_step_outputs(outputs, who, 'model', train_mode,
-                                  needs_loss=runner.optimizer_hook is not None)
+        return check_step_outputs(outputs, lambda: _step_name(runner, train_mode), 'model',
+                                  train_mode, needs_loss=runner.optimizer_hook is not None)
+
+
+def _step_name(runner, train_mode: bool) -> str:
+    """``MyDetector.train_step``: the user's method, named in a contract error."""
+    model = getattr(runner.model, 'module', runner.model)
+    return f"{type(model).__name__}.{'train_step' if train_mode else 'val_step'}"

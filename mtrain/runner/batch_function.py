@@ -45,6 +45,9 @@ class BatchFunctionProcessor:
 
     def __call__(self, runner, batch: Any, train_mode: bool) -> Dict[str, Any]:
         outputs = self.fn(runner.model, to_device(batch, runner.device), train_mode=train_mode)
-        who = f'batch_processor {getattr(self.fn, "__name__", self.fn)}'
-        return check_step_outputs(outputs, who, 'batch_processor', train_mode,
+        return check_step_outputs(outputs, self._name, 'batch_processor', train_mode,
                                   needs_loss=runner.optimizer_hook is not None)
+
+    def _name(self) -> str:
+        """The user's function, named in a contract error."""
+        return f'batch_processor {getattr(self.fn, "__name__", self.fn)}'
