@@ -1,6 +1,14 @@
 """Shared toy fixtures: a tiny model, a real in-memory loader, a runner factory."""
 
 import logging
+import os
+
+# One intra-op thread for the tests and every process they start (inherited through the
+# environment): the tests' tensors are tiny, and with several processes on 2 cores OpenMP's
+# spinning threads made a digits run 6x slower (71 s against 12 s under load). A test that is
+# about threads sets its own value.
+for _name in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
+    os.environ.setdefault(_name, '1')
 
 import pytest
 import torch
