@@ -16,7 +16,7 @@ and DVCLive and MLflow trackers killed after logging past a mid-epoch checkpoint
 
 CI runs a seeded sample of ``SAMPLE`` combinations, one of them an extra row (the seed is in
 each test id; set ``MTRAIN_MATRIX_SEED`` to repeat one). The whole matrix, all 128
-combinations and every extra row, about 7 minutes on 2 cores::
+combinations and every extra row (143 tests), about 5 minutes on 2 cores::
 
     MTRAIN_FULL_MATRIX=1 python -m pytest -q tests/runner/test_kill_anywhere.py
 """
