@@ -25,6 +25,7 @@ Example::
 from typing import Any, Dict, List, Optional, Tuple
 
 from .report import ConversionReport
+from .schedule_cycles import cyclic, one_cycle_momentum
 from .table import NO_COUNTERPART
 
 #: ``(by_epoch runner?, max_epochs or max_iters)``
@@ -48,39 +49,57 @@ def lr_schedulers(lr_config: Dict[str, Any], loop: Loop, report: ConversionRepor
     by_epoch = cfg.pop('by_epoch', policy != 'OneCycle')
     warmup = _warmup(cfg, report)
     main = _lr_main(policy, cfg, by_epoch, loop, report)
-    floor = cfg.get('min_lr') or cfg.get('min_lr_ratio')
-    if warmup and (policy in ('OneCycle', 'CosineRestart') or
-                   (floor and policy in ('CosineAnnealing', 'Poly', 'FlatCosineAnnealing'))):
-        report.lossy('lr_config.warmup', 'param_scheduler',
-                     f'a warmup under {policy}' + (' with a floor' if floor else '') +
-                     ': mmengine chains schedulers by updating the current lr, mmcv multiplies '
-                     'the warmup factor onto the closed-form lr; the two differ while both act')
+    _check_warmup_commutes(warmup, policy, cfg, 'lr', report)
     return warmup + main
 
 
-def _warmup(cfg: Dict[str, Any], report: ConversionReport) -> List[dict]:
-    kind = cfg.pop('warmup', None)
+def _warmup(cfg: Dict[str, Any], report: ConversionReport, kind: str = 'LR',
+            default_ratio: float = 0.1) -> List[dict]:
+    """The warmup schedulers; ``kind='Momentum'`` for mtrain's momentum warmup, which
+    multiplies the momentum by the same factor an LR warmup would (mmcv 1.7.2 divides by
+    it; docs/migration.md), so the same schedulers carry it."""
+    section = 'lr_config' if kind == 'LR' else 'momentum_config'
+    warmup = cfg.pop('warmup', None)
     iters = cfg.pop('warmup_iters', 0)
-    ratio = cfg.pop('warmup_ratio', 0.1)
-    if cfg.pop('warmup_by_epoch', False) and kind is not None:
-        report.lossy('lr_config.warmup_by_epoch', 'param_scheduler',
-                     NO_COUNTERPART['warmup_by_epoch'])
-    if kind is None:
+    ratio = cfg.pop('warmup_ratio', default_ratio)
+    if warmup is None:
+        cfg.pop('warmup_by_epoch', None)
         return []
-    if kind == 'exp':
+    if cfg.pop('warmup_by_epoch', False):
+        return _warmup_by_epoch(warmup, iters, ratio, kind, section, report)
+    if warmup == 'exp':
         # mmcv: ratio ** (1 - t / W) = ratio * gamma ** t with gamma = ratio ** (-1 / W):
         # a LinearLR acting at step 0 only (× ratio, kept), then × gamma for steps 1..W.
-        report.exact("lr_config.warmup='exp'", 'param_scheduler[0:2]: LinearLR(end=1) '
-                     '× ExponentialLR(gamma=warmup_ratio ** (-1 / warmup_iters))')
-        return [dict(type='LinearLR', start_factor=ratio, end_factor=ratio, by_epoch=False,
-                     begin=0, end=1),
-                dict(type='ExponentialLR', gamma=ratio ** (-1 / iters), by_epoch=False,
+        report.exact(f"{section}.warmup='exp'", f'param_scheduler: Linear{kind}(end=1) '
+                     f'× Exponential{kind}(gamma=warmup_ratio ** (-1 / warmup_iters))')
+        return [dict(type=f'Linear{kind}', start_factor=ratio, end_factor=ratio,
+                     by_epoch=False, begin=0, end=1),
+                dict(type=f'Exponential{kind}', gamma=ratio ** (-1 / iters), by_epoch=False,
                      begin=0, end=iters + 1)]
-    report.exact(f"lr_config.warmup='{kind}'", 'param_scheduler[0]')
-    if kind == 'linear':
-        return [dict(type='LinearLR', start_factor=ratio, by_epoch=False, begin=0,
+    report.exact(f"{section}.warmup='{warmup}'", f'param_scheduler: '
+                 f"{'Linear' if warmup == 'linear' else 'Constant'}{kind}")
+    if warmup == 'linear':
+        return [dict(type=f'Linear{kind}', start_factor=ratio, by_epoch=False, begin=0,
                      end=iters + 1)]
-    return [dict(type='ConstantLR', factor=ratio, by_epoch=False, begin=0, end=iters + 1)]
+    return [dict(type=f'Constant{kind}', factor=ratio, by_epoch=False, begin=0,
+                 end=iters + 1)]
+
+
+def _warmup_by_epoch(warmup: str, epochs: int, ratio: float, kind: str, section: str,
+                     report: ConversionReport) -> List[dict]:
+    """A warmup over ``epochs`` epochs: exact for 'constant' (a factor per epoch); 'linear'
+    and 'exp' change every iteration over ``epochs * epoch_length``, which the config does
+    not state (``convert_to_iter_based`` gives LinearLR one iteration fewer)."""
+    key = f'{section}.warmup_by_epoch'
+    if warmup == 'constant':
+        report.exact(key, f'Constant{kind}(by_epoch=True, end=warmup_iters + 1)')
+        return [dict(type=f'Constant{kind}', factor=ratio, by_epoch=True, begin=0,
+                     end=epochs + 1)]
+    report.lossy(key, 'param_scheduler', NO_COUNTERPART[f"warmup_by_epoch ('{warmup}')"])
+    if warmup != 'linear':
+        return []
+    return [dict(type=f'Linear{kind}', start_factor=ratio, by_epoch=True, begin=0, end=epochs,
+                 convert_to_iter_based=True)]
 
 
 def _span(by_epoch: bool, loop: Loop, report: ConversionReport, key: str,
@@ -230,27 +249,53 @@ def _flat_cosine(cfg, by_epoch, loop, report, key):
                  by_epoch=span['by_epoch'], begin=start, end=span['end'])]
 
 
-_LR_BUILDERS = {'Fixed': _fixed, 'FlatCosineAnnealing': _flat_cosine, 'Step': _step,
+def _cyclic(cfg, by_epoch, loop, report, key):
+    return cyclic(cfg, loop, report, key)
+
+
+_LR_BUILDERS = {'Fixed': _fixed, 'Cyclic': _cyclic, 'FlatCosineAnnealing': _flat_cosine, 'Step': _step,
                 'Exp': _exp, 'Poly': _poly,
                 'CosineAnnealing': _cosine, 'CosineRestart': _restart, 'OneCycle': _one_cycle,
                 'LinearAnnealing': _linear}
 
 
-def momentum_schedulers(momentum_config: Dict[str, Any], loop: Loop,
-                        report: ConversionReport) -> List[dict]:
-    """The momentum schedulers for ``momentum_config``."""
+def _check_warmup_commutes(warmup: List[dict], policy: str, cfg: Dict[str, Any], name: str,
+                           report: ConversionReport) -> None:
+    """Report a warmup whose product with the policy does not commute in mmengine's chain."""
+    floor = cfg.get(f'min_{name}') or cfg.get(f'min_{name}_ratio')
+    if warmup and (policy in ('OneCycle', 'CosineRestart', 'Cyclic') or
+                   (floor and policy in ('CosineAnnealing', 'Poly', 'FlatCosineAnnealing'))):
+        section = 'lr_config' if name == 'lr' else 'momentum_config'
+        report.lossy(f'{section}.warmup', 'param_scheduler',
+                     f'a warmup under {policy}' + (' with a floor' if floor else '') +
+                     f': mmengine chains schedulers by updating the current {name}, mmcv '
+                     'multiplies the warmup factor onto the closed-form value; the two differ '
+                     'while both act')
+
+
+def momentum_schedulers(momentum_config: Dict[str, Any], loop: Loop, report: ConversionReport,
+                        optimizer: Optional[Dict[str, Any]] = None) -> List[dict]:
+    """The momentum schedulers for ``momentum_config`` (warmup first).
+
+    ``optimizer``: the converted optimizer dict; OneCycle writes its start value there.
+    """
     cfg = dict(momentum_config)
     policy = policy_name(cfg.pop('policy', 'Fixed'))
     by_epoch = cfg.pop('by_epoch', True)
     key = f"momentum_config.policy='{policy}'"
-    if cfg.get('warmup') is not None:
-        report.lossy('momentum_config.warmup', '(dropped)', NO_COUNTERPART['momentum warmup'])
+    warmup = _warmup(cfg, report, 'Momentum', default_ratio=0.9)
+    _check_warmup_commutes(warmup, 'Cyclic' if policy == 'OneCycle' else policy, cfg,
+                           'momentum', report)
     if policy == 'Step':
-        return _step(cfg, by_epoch, loop, report, key, 'Momentum', gamma_default=0.5)
+        return warmup + _step(cfg, by_epoch, loop, report, key, 'Momentum', gamma_default=0.5)
     if policy == 'CosineAnnealing':
-        return _cosine(cfg, by_epoch, loop, report, key, 'Momentum', 'momentum')
+        return warmup + _cosine(cfg, by_epoch, loop, report, key, 'Momentum', 'momentum')
     if policy == 'LinearAnnealing':
-        return _linear(cfg, by_epoch, loop, report, key, 'Momentum', 'momentum')
+        return warmup + _linear(cfg, by_epoch, loop, report, key, 'Momentum', 'momentum')
+    if policy == 'Cyclic':
+        return warmup + cyclic(cfg, loop, report, key, 'Momentum', (0.85 / 0.95, 1.))
+    if policy == 'OneCycle':
+        return warmup + one_cycle_momentum(cfg, loop, report, key, optimizer)
     report.lossy(key, '(dropped)', NO_COUNTERPART.get(
         f'{policy} momentum', f"'{policy}' momentum has no mmengine scheduler"))
-    return []
+    return warmup

@@ -190,7 +190,8 @@ def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     if src.get('lr_config') is not None:
         schedulers += sched.lr_schedulers(src['lr_config'], loop, report, base_lr)
     if src.get('momentum_config') is not None:
-        schedulers += sched.momentum_schedulers(src['momentum_config'], loop, report)
+        schedulers += sched.momentum_schedulers(src['momentum_config'], loop, report,
+                                                out.get('optim_wrapper', {}).get('optimizer'))
     src.pop('lr_config', None), src.pop('momentum_config', None)
     out['param_scheduler'] = schedulers
 
