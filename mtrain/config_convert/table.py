@@ -34,8 +34,11 @@ KEY_MAP: List[Tuple[str, str, str]] = [
     ('evaluation (interval, metric, save_best, rule)',
      'train_cfg.val_interval, val_cfg, val_evaluator, default_hooks.checkpoint.save_best',
      "mmengine also validates after the last epoch/iteration; metric names map by the "
-     'metric table below; a metric class with a `metric` argument maps back onto the '
-     "dataset's own `evaluate(metric=...)`"),
+     'metric table below, or to any registered metric class named by '
+     '`--metric-class NAME=TYPE`; a metric class maps back onto the dataset\'s own '
+     "`evaluate(metric=...)` through its `metric`/`metrics`/`iou_metrics` argument (a "
+     'registered class: read from its signature, default included; save_best gains its '
+     '`default_prefix`)'),
     ('workflow=[(\'train\', 1)]', '(implicit)', ''),
     ('checkpoint_config', 'default_hooks.checkpoint',
      "by_epoch written out both ways: mmcv's IterBasedRunner defaults it to False, mmengine's "
@@ -67,8 +70,10 @@ KEY_VERDICTS: Dict[str, str] = {
     'optimizer_config.grad_clip': 'exact (clipping by value: lossy)',
     'lr_config (policy, warmup)': 'see the policy table',
     'momentum_config (policy)': 'see the policy table',
-    'evaluation (interval, metric, save_best, rule)': 'exact for the metric table; a metric '
-    'only a dataset computes: lossy, named',
+    'evaluation (interval, metric, save_best, rule)': 'exact for the metric table and for '
+    'registered metric classes with a metric-name argument (a toy box-mAP class checked '
+    "against mmengine's Runner); a class naming no metric, or a metric no class is named "
+    'for: lossy, with the reason',
     "workflow=[('train', 1)]": "val phases: impossible (mmengine's ValLoop computes metrics "
     'only)',
     'log_config.hooks': 'see the logger table',
