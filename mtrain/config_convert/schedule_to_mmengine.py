@@ -137,13 +137,39 @@ def _step(cfg, by_epoch, loop, report, key, kind='LR', gamma_default=0.1):
     span = _span(by_epoch, loop, report, key)
     if span is None:
         return []
-    if cfg.get(f'min_{"lr" if kind == "LR" else "momentum"}') is not None:
-        report.lossy(key + '.min', 'param_scheduler', 'StepLR/MultiStepLR have no floor')
     step, gamma = cfg['step'], cfg.get('gamma', gamma_default)
+    floor = cfg.get(f'min_{"lr" if kind == "LR" else "momentum"}')
+    if floor is not None:
+        base = cfg.get('_base_lr') if kind == 'LR' else None  # momentum: no one base known
+        return _step_with_floor(step, gamma, floor, base, span, report, key, kind)
     report.exact(key, f'{"Step" if isinstance(step, int) else "MultiStep"}{kind}')
     if isinstance(step, int):
         return [dict(type=f'Step{kind}', step_size=step, gamma=gamma, **span)]
     return [dict(type=f'MultiStep{kind}', milestones=list(step), gamma=gamma, **span)]
+
+
+def _step_with_floor(step, gamma, floor, base, span, report, key, kind):
+    """mmcv: ``max(base * gamma ** k, min_lr)``. With one base lr for every group the floor
+    is a milestone: MultiStepLR up to the last decay that stays above it, then one more
+    step of ``gamma = min_lr / lr``, landing on it. Per-group base lrs reach an absolute
+    floor at different milestones, which one scheduler cannot say."""
+    if isinstance(step, int):  # every `step`: the milestones within the run
+        step = list(range(step, span.get('end', 0), step)) if 'end' in span else None
+    if base is None or step is None or base < floor or gamma > 1:
+        report.lossy(key + '.min', 'param_scheduler', f'MultiStep{kind} has no floor: '
+                     'exact only with one base lr for every param group and a known run '
+                     'length (min_lr becomes a milestone)')
+        return [dict(type=f'MultiStep{kind}', milestones=list(step or []), gamma=gamma,
+                     **span)]
+    above = [m for i, m in enumerate(step) if base * gamma ** (i + 1) >= floor]
+    report.exact(key, f'MultiStep{kind}, then MultiStep{kind}(gamma=min_lr / lr) at the '
+                 'milestone where mmcv clamps to min_lr')
+    out = [dict(type=f'MultiStep{kind}', milestones=above, gamma=gamma, **span)]
+    if len(above) < len(step):
+        landing = floor / (base * gamma ** len(above))
+        out.append(dict(type=f'MultiStep{kind}', milestones=[step[len(above)]],
+                        gamma=landing, **span))
+    return out
 
 
 def _exp(cfg, by_epoch, loop, report, key):

@@ -86,6 +86,8 @@ KEY_VERDICTS: Dict[str, str] = {
 #: mmcv LR policy → mmengine LR scheduler (``None``: no counterpart, see the reason).
 LR_POLICIES: Dict[str, str] = {
     'Fixed': '(no scheduler)', 'Step': 'StepLR (int step) / MultiStepLR (list)',
+    'Step with min_lr': 'MultiStepLR up to the last decay above min_lr, then MultiStepLR('
+                        'gamma=min_lr / lr) landing on it; one base lr for every group only',
     'Exp': 'ExponentialLR', 'Poly': 'PolyLR', 'CosineAnnealing': 'CosineAnnealingLR',
     'CosineRestart': 'CosineRestartLR (with a floor: restart_weights r + w (1 - r), '
                      'r = min_lr / lr; impossible for an absolute min_lr with per-group lrs)',
@@ -153,8 +155,8 @@ LOSSY_EVIDENCE: Dict[str, Tuple[str, float]] = {
     'CosineRestart: restart weights, absolute min_lr, two base lrs': (
         'periods [2, 2], weights [1, 0.5], min_lr 1e-3, a head at lr_mult 0.1: '
         'CosineRestartLR with the weights unchanged', 0.33),
-    'Step with min_lr': ('step [1, 2, 3], gamma 0.1, min_lr 1e-4: MultiStepLR without the '
-                         'floor', 0.8),
+    'Step with min_lr, two base lrs': ('step [1, 2, 3], gamma 0.1, min_lr 1e-4, a head at '
+                                       'lr_mult 0.1: MultiStepLR without the floor', 0.98),
     'PolyLR(end=run length) to poly': (
         "mmseg 1.x style PolyLR(eta_min=1e-4, power=0.9, end=max_iters): mmcv's poly reaches "
         'eta_min one iteration later (end = max_iters + 1 is exact)', 7.2),
@@ -189,7 +191,9 @@ PARAMWISE_DIFFERENCES: Dict[str, str] = {
     "mmengine exact (norm_decay_mult=1 written out); to mmcv exact in mtrain "
     "(constructor='DefaultOptimWrapperConstructor'), mmcv 1.7.2 has no such rule",
     'bias_decay_mult != dwconv_decay_mult': "mmengine's bias rule comes before the depth-wise "
-    'one: to mmengine lossy (no key says it); to mmcv exact in mtrain as above',
+    'one: to mmengine lossy (no key says it without the model\'s module names; measured: a '
+    'depth-wise conv bias decays at 1e-4 in mtrain, 0 in mmengine\'s Runner, relative '
+    'difference 1); to mmcv exact in mtrain as above',
     'flat_decay_mult': 'mmengine only: to mmcv exact in mtrain as above',
     'custom_keys fields other than lr_mult/decay_mult': 'mmengine copies them into the group: '
     'to mmcv exact in mtrain as above',

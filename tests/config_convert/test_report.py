@@ -40,7 +40,6 @@ def test_schema_detection_and_mixed_configs():
      'lr_config.warmup_by_epoch', 'one iteration earlier'),
     (dict(policy='step', step=[8], warmup='exp', warmup_iters=1, warmup_by_epoch=True),
      'lr_config.warmup_by_epoch', 'needs the loader length'),
-    (dict(policy='step', step=[8], min_lr=1e-4), "lr_config.policy='Step'.min", 'no floor'),
 ])
 def test_lossy_lr_policies_say_why(lr_config, source, reason):
     _, report = to_mmengine(dict(optimizer=SGD, lr_config=lr_config, runner=RUNNER))

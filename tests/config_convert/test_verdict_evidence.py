@@ -63,8 +63,9 @@ CASES = {
         policy='CosineRestart', periods=[2, 2], restart_weights=[1, 0.5], min_lr=1e-3),
         epochs(4), optimizer=dict(SGD, paramwise_cfg=HEAD_LR)),
         "lr_config.policy='CosineRestart'"),
-    'Step with min_lr': (mmcv(dict(policy='step', step=[1, 2, 3], gamma=0.1, min_lr=1e-4),
-                              epochs(4)), "lr_config.policy='Step'.min"),
+    'Step with min_lr, two base lrs': (mmcv(
+        dict(policy='step', step=[1, 2, 3], gamma=0.1, min_lr=1e-4), epochs(4),
+        optimizer=dict(SGD, paramwise_cfg=HEAD_LR)), "lr_config.policy='Step'.min"),
     'PolyLR(end=run length) to poly': (engine(
         [dict(type='PolyLR', eta_min=1e-4, power=0.9, begin=0, end=40, by_epoch=False)],
         type='IterBasedTrainLoop', max_iters=40), 'param_scheduler: PolyLR'),
@@ -135,6 +136,10 @@ for _warmup in ('linear', 'constant', 'exp'):  # mtrain's momentum warmup (× th
         dict(policy='step', step=[3]), epochs(4), momentum_config=dict(
             policy='CosineAnnealing', min_momentum_ratio=0., warmup=_warmup, warmup_iters=10,
             warmup_ratio=0.5))
+EXACT['step_with_min_lr'] = mmcv(dict(policy='step', step=[1, 2, 3], gamma=0.1, min_lr=1e-4),
+                                 epochs(4))
+EXACT['step_every_2_with_min_lr_by_iter'] = mmcv(dict(
+    policy='step', step=2, gamma=0.5, min_lr=3e-3, by_epoch=False), iters(12))
 EXACT['constant_warmup_by_epoch'] = mmcv(dict(WARMUP_BY_EPOCH, warmup='constant',
                                               warmup_iters=2), epochs(4))
 ROUND_TRIP = ('momentum_warmup_linear_under_cosine', 'momentum_warmup_constant_under_cosine',
