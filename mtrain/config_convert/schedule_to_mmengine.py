@@ -112,9 +112,11 @@ def _span(by_epoch: bool, loop: Loop, report: ConversionReport, key: str,
         return None
     if by_epoch == loop_by_epoch:
         return dict(by_epoch=by_epoch, begin=0, end=length + extra)
-    if extra:  # by iteration inside an epoch loop: the length is unknown until run time
-        return None
-    return dict(by_epoch=False, begin=0)  # end: mmengine's Runner fills in max_iters
+    # By iteration inside an epoch loop: mmengine's Runner fills in end = max_iters. A
+    # scheduler reaching its end value at end - begin - 1 gets the one step more from
+    # begin=-1: it still starts at step 0 (its own count starts with the run's), and
+    # end - begin - 1 = max_iters, as mmcv's closed form.
+    return dict(by_epoch=False, begin=-extra)
 
 
 def _lr_main(policy: str, cfg: Dict[str, Any], by_epoch: bool, loop: Loop,
@@ -183,10 +185,9 @@ def _exp(cfg, by_epoch, loop, report, key):
 def _poly(cfg, by_epoch, loop, report, key):
     span = _span(by_epoch, loop, report, key, extra=1)
     if span is None:
-        report.lossy(key, 'param_scheduler', 'poly by iteration under EpochBasedRunner: '
-                     "PolyLR needs end = max_iters + 1, which the config does not state")
         return []
-    report.exact(key, 'PolyLR (end = max + 1: PolyLR reaches eta_min at end - 1)')
+    report.exact(key, 'PolyLR (end = max + 1, or begin=-1 when the Runner fills in end: '
+                 'PolyLR reaches eta_min at end - begin - 1)')
     return [dict(type='PolyLR', power=cfg.get('power', 1.), eta_min=cfg.get('min_lr', 0.),
                  **span)]
 
@@ -251,12 +252,19 @@ def _one_cycle(cfg, by_epoch, loop, report, key):
 
 def _linear(cfg, by_epoch, loop, report, key, kind='LR', name='lr'):
     span = _span(by_epoch, loop, report, key, extra=1)
-    ratio = cfg.get(f'min_{name}_ratio')
-    if span is None or (ratio is None and cfg.get(f'min_{name}')):
-        report.lossy(key, '(dropped)', f'Linear{kind} scales by a factor: exact only for '
-                     f'min_{name}_ratio (or min_{name}=0) and a known run length')
+    if span is None:
         return []
-    report.exact(key, f'Linear{kind} (end = max + 1: it reaches end_factor at end - 1)')
+    ratio = cfg.get(f'min_{name}_ratio')
+    if ratio is None and cfg.get(f'min_{name}'):  # an absolute floor: a factor of one base
+        base = cfg.get('_base_lr') if kind == 'LR' else None
+        if base is None:
+            report.lossy(key, '(dropped)', f'Linear{kind} scales by a factor: an absolute '
+                         f'min_{name} is one factor only when every param group has the same '
+                         f'base {name}')
+            return []
+        ratio = cfg[f'min_{name}'] / base
+    report.exact(key, f'Linear{kind} (end = max + 1, or begin=-1: it reaches end_factor at '
+                 'end - begin - 1)')
     return [dict(type=f'Linear{kind}', start_factor=1.0, end_factor=ratio or 0., **span)]
 
 

@@ -88,13 +88,17 @@ LR_POLICIES: Dict[str, str] = {
     'Fixed': '(no scheduler)', 'Step': 'StepLR (int step) / MultiStepLR (list)',
     'Step with min_lr': 'MultiStepLR up to the last decay above min_lr, then MultiStepLR('
                         'gamma=min_lr / lr) landing on it; one base lr for every group only',
-    'Exp': 'ExponentialLR', 'Poly': 'PolyLR', 'CosineAnnealing': 'CosineAnnealingLR',
+    'Exp': 'ExponentialLR',
+    'Poly': 'PolyLR (end = max + 1; by iteration in an epoch runner: begin=-1, end filled in '
+            "by mmengine's Runner, so end - begin - 1 = max_iters)",
+    'CosineAnnealing': 'CosineAnnealingLR',
     'CosineRestart': 'CosineRestartLR (with a floor: restart_weights r + w (1 - r), '
                      'r = min_lr / lr; impossible for an absolute min_lr with per-group lrs)',
     'OneCycle': 'OneCycleLR (by_epoch=False)',
     'FlatCosineAnnealing': 'CosineAnnealingLR (begin=round(start_percent * max), '
                            'T_max=max - begin: it counts its steps from begin)',
-    'LinearAnnealing': 'LinearLR (start_factor=1)',
+    'LinearAnnealing': 'LinearLR (start_factor=1, end_factor=min_lr_ratio, or min_lr / base '
+                       'with one base lr; begin/end as Poly)',
     "warmup='linear'": 'LinearLR (by_epoch=False, end=warmup_iters+1)',
     "warmup='constant'": 'ConstantLR (by_epoch=False, end=warmup_iters+1)',
     "warmup='exp'": 'LinearLR(start_factor=warmup_ratio, end=1) then ExponentialLR(gamma='
@@ -157,6 +161,12 @@ LOSSY_EVIDENCE: Dict[str, Tuple[str, float]] = {
         'CosineRestartLR with the weights unchanged', 0.33),
     'Step with min_lr, two base lrs': ('step [1, 2, 3], gamma 0.1, min_lr 1e-4, a head at '
                                        'lr_mult 0.1: MultiStepLR without the floor', 0.98),
+    'LinearAnnealing with an absolute min_lr, two base lrs': (
+        'min_lr 1e-3, a head at lr_mult 0.1, 4 epochs: dropped (one base lr: LinearLR('
+        'end_factor=min_lr / base), exact)', 2.5),
+    'a by-epoch policy under IterBasedRunner': (
+        "step [2] by epoch, 40 iterations: dropped (mmengine's iteration loop never steps a "
+        "by-epoch scheduler; mtrain counts passes over the loader, mmcv never updates)", 9.0),
     'PolyLR(end=run length) to poly': (
         "mmseg 1.x style PolyLR(eta_min=1e-4, power=0.9, end=max_iters): mmcv's poly reaches "
         'eta_min one iteration later (end = max_iters + 1 is exact)', 7.2),

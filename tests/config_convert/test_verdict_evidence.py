@@ -66,6 +66,12 @@ CASES = {
     'Step with min_lr, two base lrs': (mmcv(
         dict(policy='step', step=[1, 2, 3], gamma=0.1, min_lr=1e-4), epochs(4),
         optimizer=dict(SGD, paramwise_cfg=HEAD_LR)), "lr_config.policy='Step'.min"),
+    'LinearAnnealing with an absolute min_lr, two base lrs': (mmcv(dict(
+        policy='LinearAnnealing', min_lr=1e-3), epochs(4), optimizer=dict(
+            SGD, paramwise_cfg=HEAD_LR)), "lr_config.policy='LinearAnnealing'"),
+    'a by-epoch policy under IterBasedRunner': (mmcv(dict(policy='step', step=[2],
+                                                          by_epoch=True), iters(40)),
+                                                "lr_config.policy='Step'"),
     'PolyLR(end=run length) to poly': (engine(
         [dict(type='PolyLR', eta_min=1e-4, power=0.9, begin=0, end=40, by_epoch=False)],
         type='IterBasedTrainLoop', max_iters=40), 'param_scheduler: PolyLR'),
@@ -140,6 +146,10 @@ EXACT['step_with_min_lr'] = mmcv(dict(policy='step', step=[1, 2, 3], gamma=0.1, 
                                  epochs(4))
 EXACT['step_every_2_with_min_lr_by_iter'] = mmcv(dict(
     policy='step', step=2, gamma=0.5, min_lr=3e-3, by_epoch=False), iters(12))
+EXACT['poly_by_iteration_in_an_epoch_runner'] = mmcv(dict(
+    policy='poly', power=0.9, min_lr=1e-4, by_epoch=False), epochs(3))
+EXACT['linear_annealing_absolute_min_lr_by_iteration_in_an_epoch_runner'] = mmcv(dict(
+    policy='LinearAnnealing', min_lr=1e-3, by_epoch=False), epochs(3))
 EXACT['constant_warmup_by_epoch'] = mmcv(dict(WARMUP_BY_EPOCH, warmup='constant',
                                               warmup_iters=2), epochs(4))
 ROUND_TRIP = ('momentum_warmup_linear_under_cosine', 'momentum_warmup_constant_under_cosine',
