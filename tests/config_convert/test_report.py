@@ -136,7 +136,8 @@ def test_mmengine_runtime_sections_to_mtrain():
                                 val_dataloader=dict(samples_per_gpu=1, workers_per_gpu=0))
     assert back['resume_from'] == 'a.pth' and back['seed'] == 3
     reasons = lossy_reasons(report)
-    assert 'by norm only' in reasons['optim_wrapper.clip_grad.type']
+    assert 'by norm only' in reasons['optim_wrapper.clip_grad']
+    assert 'grad_clip' not in back['optimizer_config']  # clip_value is no clip_grad_norm_ arg
     assert 'no mtrain logger hook' in reasons['visualizer.vis_backends.3']
     assert 'visualisation' in reasons['default_hooks.visualization']
     assert 'validates after the last step (100)' in reasons['train_cfg.val_interval']
