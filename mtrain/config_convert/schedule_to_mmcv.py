@@ -165,11 +165,16 @@ def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
     loop_by_epoch, length = loop
     run_end = length if by_epoch == loop_by_epoch else None
     s.pop('verbose', None)
+    base = stype[:-len(kind)] if stype.endswith(kind) else stype
+    if begin == -1 and end is None and base in ('Poly', 'Linear'):
+        # What schedule_to_mmengine writes for a whole run by iteration in an epoch loop:
+        # the Runner fills in end = max_iters, so end - begin - 1 = max_iters, mmcv's
+        # closed form. Stated to the builders as "ends one step after the run's end".
+        begin, end, run_end = 0, 0, -1
     if begin != 0 and stype == 'CosineAnnealingLR' and run_end is not None:
         return _flat_cosine(s, begin, end, run_end, by_epoch, report, key)
     if begin != 0:
         report.lossy(key, 'lr_config', f'begin={begin}: mmcv policies start at step 0')
-    base = stype[:-len(kind)] if stype.endswith(kind) else stype
     builder = _BUILDERS.get(base)
     if kind == 'Momentum' and base not in ('Step', 'MultiStep', 'CosineAnnealing', 'Linear'):
         builder = None

@@ -153,7 +153,9 @@ EXACT['linear_annealing_absolute_min_lr_by_iteration_in_an_epoch_runner'] = mmcv
 EXACT['constant_warmup_by_epoch'] = mmcv(dict(WARMUP_BY_EPOCH, warmup='constant',
                                               warmup_iters=2), epochs(4))
 ROUND_TRIP = ('momentum_warmup_linear_under_cosine', 'momentum_warmup_constant_under_cosine',
-              'momentum_warmup_exp_under_cosine', 'constant_warmup_by_epoch')
+              'momentum_warmup_exp_under_cosine', 'constant_warmup_by_epoch',
+              'poly_by_iteration_in_an_epoch_runner',
+              'linear_annealing_absolute_min_lr_by_iteration_in_an_epoch_runner')
 
 
 @pytest.mark.parametrize('name', sorted(EXACT))
