@@ -167,6 +167,14 @@ LOSSY_EVIDENCE: Dict[str, Tuple[str, float]] = {
     'a by-epoch policy under IterBasedRunner': (
         "step [2] by epoch, 40 iterations: dropped (mmengine's iteration loop never steps a "
         "by-epoch scheduler; mtrain counts passes over the loader, mmcv never updates)", 9.0),
+    'a warmup under CosineRestart': ('10-iteration linear warmup, periods [2, 2], weights '
+                                     '[1, 0.5]: LinearLR + CosineRestartLR', 9.0),
+    'a warmup under Cyclic': ('10-iteration linear warmup, target_ratio (10, 1e-4), 40 '
+                              'iterations: LinearLR + the cyclic phases', 1.1),
+    'two policies in a row, to mmcv': (
+        'CosineAnnealingLR over epochs 0-2, then ConstantLR(0.5): the first kept', 1.0),
+    'CosineAnnealingLR(T_max) shorter than the run, to mmcv': (
+        "T_max=3 in a 4-epoch run: mmcv's CosineAnnealing anneals over the whole run", 2.8),
     'PolyLR(end=run length) to poly': (
         "mmseg 1.x style PolyLR(eta_min=1e-4, power=0.9, end=max_iters): mmcv's poly reaches "
         'eta_min one iteration later (end = max_iters + 1 is exact)', 7.2),

@@ -72,6 +72,19 @@ CASES = {
     'a by-epoch policy under IterBasedRunner': (mmcv(dict(policy='step', step=[2],
                                                           by_epoch=True), iters(40)),
                                                 "lr_config.policy='Step'"),
+    'a warmup under CosineRestart': (mmcv(dict(
+        policy='CosineRestart', periods=[2, 2], restart_weights=[1, 0.5], min_lr=0.,
+        warmup='linear', warmup_iters=10), epochs(4)), 'lr_config.warmup'),
+    'a warmup under Cyclic': (mmcv(dict(policy='cyclic', target_ratio=(10, 1e-4),
+                                        warmup='linear', warmup_iters=10), iters(40)),
+                              'lr_config.warmup'),
+    'two policies in a row, to mmcv': (engine(
+        [dict(type='CosineAnnealingLR', T_max=2, by_epoch=True, begin=0, end=2),
+         dict(type='ConstantLR', factor=0.5, by_epoch=True, begin=2, end=4)],
+        by_epoch=True, max_epochs=4), 'param_scheduler'),
+    'CosineAnnealingLR(T_max) shorter than the run, to mmcv': (engine(
+        [dict(type='CosineAnnealingLR', T_max=3, eta_min=1e-3, by_epoch=True)],
+        by_epoch=True, max_epochs=4), 'param_scheduler: CosineAnnealingLR'),
     'PolyLR(end=run length) to poly': (engine(
         [dict(type='PolyLR', eta_min=1e-4, power=0.9, begin=0, end=40, by_epoch=False)],
         type='IterBasedTrainLoop', max_iters=40), 'param_scheduler: PolyLR'),
