@@ -283,7 +283,7 @@ def mapping_markdown() -> str:
         (name, f'{kind}({arg}={value!r})') for name, (kind, arg, value) in
         EVALUATOR_OF_METRIC.items()))]
     lines += ['', *_table(('mmcv logger hook', 'mmengine vis backend'), LOGGER_BACKENDS.items())]
-    lines += ['', *_table(('impossible (no counterpart)', 'why'), NO_COUNTERPART.items())]
+    lines += ['', *_table(('no exact counterpart', 'why'), NO_COUNTERPART.items())]
     lines += ['', *_table(('lossy, measured against mmengine 0.10.7\'s Runner', 'max relative '
                            'lr/momentum difference'), (
         (name, f'**{diff:.2g}**', case) for name, (case, diff) in LOSSY_EVIDENCE.items()))]
