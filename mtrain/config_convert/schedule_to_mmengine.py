@@ -65,6 +65,10 @@ def _warmup(cfg: Dict[str, Any], report: ConversionReport, kind: str = 'LR',
     if warmup is None:
         cfg.pop('warmup_by_epoch', None)
         return []
+    if kind == 'Momentum':
+        report.note(f'{section}.warmup', 'param_scheduler', "mtrain's momentum warmup "
+                    'multiplies by the warmup factor (mmcv 1.7.2 divides, docs/migration.md); '
+                    "the schedulers below give mtrain's numbers")
     if cfg.pop('warmup_by_epoch', False):
         return _warmup_by_epoch(warmup, iters, ratio, kind, section, report)
     if warmup == 'exp':
@@ -287,8 +291,8 @@ def _cyclic(cfg, by_epoch, loop, report, key):
     return cyclic(cfg, loop, report, key)
 
 
-_LR_BUILDERS = {'Fixed': _fixed, 'Cyclic': _cyclic, 'FlatCosineAnnealing': _flat_cosine, 'Step': _step,
-                'Exp': _exp, 'Poly': _poly,
+_LR_BUILDERS = {'Fixed': _fixed, 'Cyclic': _cyclic, 'FlatCosineAnnealing': _flat_cosine,
+                'Step': _step, 'Exp': _exp, 'Poly': _poly,
                 'CosineAnnealing': _cosine, 'CosineRestart': _restart, 'OneCycle': _one_cycle,
                 'LinearAnnealing': _linear}
 
