@@ -3,7 +3,9 @@
 mmcv expresses one policy over the whole run plus an optional warmup, so a
 chain converts exactly when it is ``[warmup] + [one scheduler from step 0 to the
 end of the run]``: a ``LinearLR``/``ConstantLR`` by iteration from step 0 is the
-warmup (``warmup_iters = end - 1``), the rest maps by :data:`_LR_POLICY`. Any
+warmup (``warmup_iters = end - 1``), the rest maps by :data:`_LR_POLICY`. The chains
+``schedule_to_mmengine`` writes for one mmcv policy (Cyclic, OneCycle momentum, a step
+policy's ``min_lr``) are read back by :mod:`.schedule_composed`. Any
 other ``begin``/``end`` chain is reported lossy (the nearest policy is still
 written, for ``--allow-lossy``). See ``schedule_to_mmengine`` for why some
 values shift by one.
@@ -12,6 +14,7 @@ values shift by one.
 from typing import Any, Dict, List, Optional, Tuple
 
 from .report import ConversionReport
+from .schedule_composed import composed_policy
 from .table import NO_COUNTERPART
 
 Loop = Tuple[bool, int]
@@ -36,18 +39,20 @@ def lr_config(schedulers: List[dict], loop: Loop, report: ConversionReport,
     return _policy_config(schedulers, loop, report, 'LR', base_lr)
 
 
-def momentum_config(schedulers: List[dict], loop: Loop,
-                    report: ConversionReport) -> Optional[dict]:
+def momentum_config(schedulers: List[dict], loop: Loop, report: ConversionReport,
+                    optimizer: Optional[Dict[str, Any]] = None) -> Optional[dict]:
     """The ``momentum_config`` for a list of momentum scheduler dicts (``None``: constant).
 
     mtrain's momentum warmup multiplies by the LR warmup's factor (mmcv 1.7.2
     divides; docs/migration.md), so the LR warmup's schedulers map onto it.
+    ``optimizer``: the converted optimizer (OneCycle's phases start from its momentum).
     """
-    return _policy_config(schedulers, loop, report, 'Momentum')
+    return _policy_config(schedulers, loop, report, 'Momentum', optimizer=optimizer)
 
 
 def _policy_config(schedulers: List[dict], loop: Loop, report: ConversionReport, kind: str,
-                   base_lr: Optional[float] = None) -> Optional[dict]:
+                   base_lr: Optional[float] = None,
+                   optimizer: Optional[Dict[str, Any]] = None) -> Optional[dict]:
     """``[warmup] + [one policy]`` of ``kind`` ('LR' or 'Momentum'), the rest reported lossy."""
     name, section = ('lr', 'lr_config') if kind == 'LR' else ('momentum', 'momentum_config')
     schedulers = [dict(s, _base_lr=base_lr) for s in schedulers]
@@ -57,6 +62,14 @@ def _policy_config(schedulers: List[dict], loop: Loop, report: ConversionReport,
     elif len(schedulers) > 1 or (schedulers and _is_warmup(schedulers[0], False, kind)):
         if _is_warmup(schedulers[0], len(schedulers) == 1, kind):
             cfg.update(_warmup(schedulers.pop(0), report, section))
+    composed = composed_policy(schedulers, loop, kind, base_lr, optimizer) \
+        if len(schedulers) > 1 else None
+    if composed is not None:
+        report.exact('param_scheduler', f"{section}.policy='{composed['policy']}' (the chain "
+                     'the converter writes for it, read back)')
+        if cfg:
+            _warmup_commutes(composed, cfg, report, name)
+        return dict(**composed, **cfg)
     if len(schedulers) > 1:
         report.lossy('param_scheduler', section, f'{len(schedulers) + bool(cfg)} chained '
                      f'{kind} schedulers: mmcv has one policy plus a warmup; only the first '
@@ -88,7 +101,7 @@ def _warmup_commutes(main: Dict[str, Any], warmup: Dict[str, Any],
     if main['policy'] == 'OneCycle':
         report.lossy('param_scheduler', 'lr_config', "mmengine's OneCycleLR overwrites the "
                      "warmup's lr; mmcv multiplies the warmup factor onto it")
-    elif main['policy'] in ('CosineRestart', ) or (floor and main['policy'] in (
+    elif main['policy'] in ('CosineRestart', 'cyclic') or (floor and main['policy'] in (
             'CosineAnnealing', 'poly')):
         when = (f"the warmup's {warmup['warmup_iters'] + 1} iterations outlast the first "
                 'epoch (exact only if an epoch has at least that many iterations, which the '

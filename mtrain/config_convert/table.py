@@ -105,7 +105,8 @@ LR_POLICIES: Dict[str, str] = {
                     'warmup_ratio ** (-1 / warmup_iters), end=warmup_iters+1)',
     'Cyclic': "CosineAnnealingLR per phase (T_max = phase length, end = phase end + 1, "
               "eta_min_ratio = the phase's target) + MultiStepLR(gamma=1 / target_ratio[1]) "
-              "at each new cycle; IterBasedRunner and anneal_strategy='cos' only",
+              "at each new cycle; IterBasedRunner and anneal_strategy='cos' only (such a chain "
+              'reads back as Cyclic; so do the OneCycle momentum and step min_lr chains)',
     'warmup_by_epoch=True': "'constant': ConstantLR(by_epoch=True, end=warmup_iters + 1); "
                             "'linear'/'exp': lossy (see the measured table)",
     'a warmup under CosineAnnealing/poly with a floor': 'exact only while the warmup and the '

@@ -193,7 +193,7 @@ def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
         return
     lr, momentum = sched.split_schedulers(schedulers)
     lr_config = sched.lr_config(lr, loop, report, uniform_base_lr(out.get('optimizer')))
-    momentum_config = sched.momentum_config(momentum, loop, report)
+    momentum_config = sched.momentum_config(momentum, loop, report, out.get('optimizer'))
     if lr_config is not None:
         out['lr_config'] = lr_config
     if momentum_config is not None:
