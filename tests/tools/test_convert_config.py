@@ -37,6 +37,18 @@ def test_lossy_conversion_exits_nonzero_unless_allowed(tool, tmp_path, capsys):
     assert '--metric-class' in capsys.readouterr().err
 
 
+def test_metric_class_flag_names_the_evaluator(tool, tmp_path, capsys):
+    convert = tool('convert_config')
+    config, out = tmp_path / 'det.py', tmp_path / 'out.py'
+    config.write_text("model = dict(type='LeNet')\noptimizer = dict(type='SGD', lr=0.1)\n"
+                      "runner = dict(type='EpochBasedRunner', max_epochs=2)\n"
+                      "data = dict(train=dict(type='T'), val=dict(type='V'))\n"
+                      "evaluation = dict(interval=1, metric='mAP')\n")
+    assert convert.main([str(config), '--to', 'mmengine', '--out', str(out),
+                         '--metric-class', 'mAP=MyBoxAP']) == 0
+    assert "val_evaluator = dict(metric='mAP', type='MyBoxAP')" in out.read_text()
+
+
 def test_train_tool_runs_an_mmengine_config(train_tool, repo_root, tmp_path):
     config = os.path.join(repo_root, 'configs', 'digits', 'lenet_digits_mmengine.py')
     assert train_tool.main([config, '--work-dir', str(tmp_path), '--cfg-options',
