@@ -159,14 +159,15 @@ def _step_with_floor(step, gamma, floor, base, span, report, key, kind):
     is a milestone: MultiStepLR up to the last decay that stays above it, then one more
     step of ``gamma = min_lr / lr``, landing on it. Per-group base lrs reach an absolute
     floor at different milestones, which one scheduler cannot say."""
+    nearest = dict(type=f'Step{kind}', step_size=step) if isinstance(step, int) else \
+        dict(type=f'MultiStep{kind}', milestones=list(step))
     if isinstance(step, int):  # every `step`: the milestones within the run
-        step = list(range(step, span.get('end', 0), step)) if 'end' in span else None
+        step = list(range(step, span['end'], step)) if 'end' in span else None
     if base is None or step is None or base < floor or gamma > 1:
-        report.lossy(key + '.min', 'param_scheduler', f'MultiStep{kind} has no floor: '
-                     'exact only with one base lr for every param group and a known run '
-                     'length (min_lr becomes a milestone)')
-        return [dict(type=f'MultiStep{kind}', milestones=list(step or []), gamma=gamma,
-                     **span)]
+        report.lossy(key + '.min', 'param_scheduler', f'Step{kind}/MultiStep{kind} have no '
+                     'floor: exact only with one base lr for every param group and a known '
+                     'run length (min_lr becomes a milestone)')
+        return [dict(nearest, gamma=gamma, **span)]
     above = [m for i, m in enumerate(step) if base * gamma ** (i + 1) >= floor]
     report.exact(key, f'MultiStep{kind}, then MultiStep{kind}(gamma=min_lr / lr) at the '
                  'milestone where mmcv clamps to min_lr')
