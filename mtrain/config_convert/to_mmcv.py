@@ -14,6 +14,7 @@ from ..defaults import (MMENGINE_CHECKPOINT, MMENGINE_DEFAULT_HOOKS, MMENGINE_LO
                         MMENGINE_LOOP_OF_BY_EPOCH, MMENGINE_LOOPS, RUNNER_LOOP)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmcv as sched
+from .ema import ema_to_mmcv
 from .evaluation import evaluator_to_metric, save_best_key
 from .paramwise import mmengine_differs, uniform_base_lr
 from .report import ConversionReport
@@ -23,7 +24,7 @@ _BACKEND_HOOKS = {v: k for k, v in LOGGER_BACKENDS.items()}
 _BACKEND_ARGS = {'WandbVisBackend': ('init_kwargs', ), 'MLflowVisBackend': ('exp_name', 'tags',
                                                                            'params')}
 _SAME = ('model', 'work_dir', 'log_level', 'auto_scale_lr', 'custom_imports',
-         'find_unused_parameters', 'sync_bn', 'custom_hooks')
+         'find_unused_parameters', 'sync_bn')
 _DROPPED = ('default_scope', 'launcher', 'val_cfg', 'test_cfg', 'experiment_name')
 
 
@@ -46,6 +47,7 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
     _optim(src, out, report, keep_schedulers)
     _schedules(src, out, loop, report, keep_schedulers)
     _evaluation(src, out, loop, report)
+    _custom_hooks(src, out, report)
     _hooks(src, out, loop, report)
     _environment(src, out, report)
     for key in _DROPPED:
@@ -223,6 +225,20 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
         evaluation['by_epoch'] = False
     out['evaluation'] = evaluation
     report.exact('train_cfg.val_interval', 'evaluation.interval')
+
+
+def _custom_hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
+    """Passed through, but for mmengine's ``EMAHook``, whose arguments are not mmcv's."""
+    if 'custom_hooks' not in src:
+        return
+    hooks = []
+    for i, hook in enumerate(src.pop('custom_hooks') or []):
+        if hook.get('type') == 'EMAHook':
+            hook = ema_to_mmcv(hook, f'custom_hooks.{i}', report)
+        if hook is not None:
+            hooks.append(hook)
+    out['custom_hooks'] = hooks
+    report.exact('custom_hooks', 'custom_hooks')
 
 
 def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,

@@ -13,6 +13,7 @@ from ..defaults import (BY_EPOCH_KEYS, MMCV_CHECKPOINT, RUNNER_LENGTH_KEY, RUNNE
                         fill_runner_defaults, runner_by_epoch)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmengine as sched
+from .ema import ema_to_mmengine
 from .evaluation import metric_to_evaluator, save_best_key
 from .paramwise import as_mmengine, mmengine_differs, uniform_base_lr
 from .report import ConversionReport
@@ -268,11 +269,9 @@ def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     out['default_hooks'] = hooks
     custom = src.pop('custom_hooks', None)
     if custom:
-        for i, hook in enumerate(custom):
-            if hook.get('type') == 'EMAHook':
-                report.lossy(f'custom_hooks.{i}', 'custom_hooks', "mmcv's EMAHook(interval, "
-                             "warm_up) is not mmengine's EMAHook(ema_type, begin_iter)")
-        out['custom_hooks'] = custom
+        out['custom_hooks'] = [ema_to_mmengine(hook, f'custom_hooks.{i}', report)
+                               if hook.get('type') == 'EMAHook' else hook
+                               for i, hook in enumerate(custom)]
         report.note('custom_hooks', 'custom_hooks', 'passed through: each type must exist in '
                     'mmengine (or your scope) with the same arguments')
 

@@ -139,11 +139,16 @@ def run_mtrain(runtime: Dict[str, Any], work_dir: str, **overrides: Any) -> Trac
     ``overrides`` are mtrain (mmcv 1.x) keys set last, e.g. ``resume_from``. A
     ``net`` key picks the network (:func:`_layers`), on both sides.
     """
+    return train_mtrain(runtime, work_dir, **overrides)[1]
+
+
+def train_mtrain(runtime: Dict[str, Any], work_dir: str, **overrides: Any):
+    """:func:`run_mtrain`, returning ``(the trained runner, the trace)``."""
     with _one_thread():
         return _run_mtrain(runtime, work_dir, overrides)
 
 
-def _run_mtrain(runtime: Dict[str, Any], work_dir: str, overrides: Dict[str, Any]) -> Trace:
+def _run_mtrain(runtime: Dict[str, Any], work_dir: str, overrides: Dict[str, Any]):
     cfg = copy.deepcopy(runtime)
     model = dict(type='CvToyNet', kind=cfg.pop('net', 'plain'))
     if 'optim_wrapper' in cfg:  # mmengine schema: what tools/train.py does at load time
@@ -162,16 +167,22 @@ def _run_mtrain(runtime: Dict[str, Any], work_dir: str, overrides: Dict[str, Any
     recorder = MtrainRecorder()
     runner.register_hook(recorder, 'VERY_LOW')
     runner.run(loaders, workflow)
-    return recorder.trace
+    return runner, recorder.trace
 
 
 def run_mmengine(runtime: Dict[str, Any], work_dir: str) -> Trace:
-    """mmengine's Runner on ``optim_wrapper``, ``param_scheduler`` and ``train_cfg``."""
+    """mmengine's Runner on ``optim_wrapper``, ``param_scheduler``, ``train_cfg`` and
+    ``custom_hooks``."""
+    return train_mmengine(runtime, work_dir)[1]
+
+
+def train_mmengine(runtime: Dict[str, Any], work_dir: str):
+    """:func:`run_mmengine`, returning ``(the trained Runner, the trace)``."""
     with _one_thread():
         return _run_mmengine(runtime, work_dir)
 
 
-def _run_mmengine(runtime: Dict[str, Any], work_dir: str) -> Trace:
+def _run_mmengine(runtime: Dict[str, Any], work_dir: str):
     train_cfg = {k: v for k, v in runtime['train_cfg'].items() if k not in ('val_interval',
                                                                           'val_begin')}
     recorder = EngineRecorder()
@@ -186,9 +197,22 @@ def _run_mmengine(runtime: Dict[str, Any], work_dir: str) -> Trace:
         optim_wrapper=copy.deepcopy(runtime['optim_wrapper']),
         param_scheduler=copy.deepcopy(runtime.get('param_scheduler')) or None,
         train_cfg=train_cfg, default_hooks=dict(checkpoint=None, logger=None),
-        custom_hooks=[recorder], default_scope='mmengine', log_level='WARNING')
+        custom_hooks=[recorder, *copy.deepcopy(runtime.get('custom_hooks', []))],
+        default_scope='mmengine', log_level='WARNING')
     runner.train()
-    return recorder.trace
+    return runner, recorder.trace
+
+
+def weights(model: nn.Module) -> Dict[str, torch.Tensor]:
+    """A model's parameters by their name in :func:`_layers` (either framework's wrapper)."""
+    return {n.split('net.', 1)[1]: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def max_rel_weight_diff(expected: Dict[str, torch.Tensor], actual: Dict[str, torch.Tensor]
+                        ) -> float:
+    """The largest ``max|a - b| / max|b|`` over the tensors (each tensor on its own scale)."""
+    assert expected.keys() == actual.keys(), (expected.keys(), actual.keys())
+    return max(float((actual[n] - b).abs().max() / b.abs().max()) for n, b in expected.items())
 
 
 def assert_same(expected: Trace, actual: Trace, rtol: float = 1e-6) -> None:
