@@ -302,7 +302,10 @@ def _one_cycle(s, end, run_end, report, key, name):
                               'three_phase') if k in s}
     if total is not None and total != run_end:
         args['total_steps'] = total
-    return dict(policy='OneCycle', max_lr=s['eta_max'], **args)
+    max_lr = s['eta_max']
+    if isinstance(max_lr, (list, tuple)) and len(max_lr) > 1:
+        max_lr = list(max_lr[:-1])  # the last is for the base settings OptimWrapper adds
+    return dict(policy='OneCycle', max_lr=max_lr, **args)
 
 
 _BUILDERS = {'Step': _step, 'MultiStep': _step, 'Exponential': _exp,

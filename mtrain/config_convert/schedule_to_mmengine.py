@@ -28,6 +28,12 @@ from .report import ConversionReport
 from .schedule_cycles import cyclic, one_cycle_momentum
 from .table import NO_COUNTERPART
 
+#: A per-group OneCycle ``max_lr`` list carries over (checked per parameter in mmengine's Runner).
+PER_GROUP_MAX_LR = ("one value per parameter (mmcv 1.7.2's groups under paramwise_cfg, and "
+                    "mmengine's, in the same order; a frozen parameter, which mmengine leaves "
+                    "out, must have none), then max_lr[0] for the base-settings group mmengine's "
+                    'OptimWrapper adds (it only sets the base lr mmengine logs)')
+
 #: ``(by_epoch runner?, max_epochs or max_iters)``
 Loop = Tuple[bool, int]
 
@@ -243,8 +249,15 @@ def _one_cycle(cfg, by_epoch, loop, report, key):
     if by_epoch:
         report.lossy(key, '(dropped)', 'mmcv only supports OneCycle by iteration')
         return []
-    if not isinstance(cfg['max_lr'], (int, float)):
-        report.lossy(key + '.max_lr', 'OneCycleLR.eta_max', 'a per-group max_lr (list/dict)')
+    max_lr = cfg['max_lr']
+    if isinstance(max_lr, dict):
+        report.lossy(key + '.max_lr', 'OneCycleLR.eta_max', 'a max_lr per optimizer (dict): '
+                     'mtrain converts configs of one optimizer')
+    elif isinstance(max_lr, (list, tuple)) and len(max_lr) > 1:
+        # mmcv 1.7.2 and mmengine both make one group per parameter under paramwise_cfg, in
+        # the same order; mmengine's OptimWrapper adds its base settings as one more group.
+        max_lr = list(max_lr) + [max_lr[0]]
+        report.note(key + '.max_lr', 'OneCycleLR.eta_max', PER_GROUP_MAX_LR)
     report.note(key, 'OneCycleLR', "mmcv's OneCycle is by iteration, mmengine's OneCycleLR "
                 'defaults to by_epoch=True: by_epoch=False is written out')
     args = {k: cfg[k] for k in ('total_steps', 'pct_start', 'anneal_strategy', 'div_factor',
@@ -252,7 +265,7 @@ def _one_cycle(cfg, by_epoch, loop, report, key):
     span = _span(False, loop, report, key)
     if 'total_steps' not in args and 'end' in span:
         args['total_steps'] = span['end']
-    return [dict(type='OneCycleLR', eta_max=cfg['max_lr'], **args, **span)]
+    return [dict(type='OneCycleLR', eta_max=max_lr, **args, **span)]
 
 
 def _linear(cfg, by_epoch, loop, report, key, kind='LR', name='lr'):

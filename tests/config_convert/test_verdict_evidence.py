@@ -165,6 +165,11 @@ EXACT['linear_annealing_absolute_min_lr_by_iteration_in_an_epoch_runner'] = mmcv
     policy='LinearAnnealing', min_lr=1e-3, by_epoch=False), epochs(3))
 EXACT['constant_warmup_by_epoch'] = mmcv(dict(WARMUP_BY_EPOCH, warmup='constant',
                                               warmup_iters=2), epochs(4))
+# mmcv 1.7.2's per-group max_lr under paramwise_cfg is per parameter (mtrain: merge_groups=False);
+# mmengine's OptimWrapper adds one group: compared per parameter, and back.
+EXACT['one_cycle_per_parameter_max_lr'] = mmcv(
+    dict(policy='OneCycle', max_lr=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6]), iters(20),
+    optimizer=dict(SGD, paramwise_cfg=dict(HEAD_LR, merge_groups=False)))
 ROUND_TRIP = tuple(EXACT)  # and each reads back as the mmcv policy it came from
 
 
