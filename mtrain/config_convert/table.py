@@ -75,15 +75,20 @@ KEY_VERDICTS: Dict[str, str] = {
     'registered metric classes with a metric-name argument (a toy box-mAP class checked '
     "against mmengine's Runner); a class naming no metric, or a metric no class is named "
     'for: lossy, with the reason',
-    "workflow=[('train', 1)]": "val phases: impossible (mmengine's ValLoop computes metrics "
-    'only)',
+    "workflow=[('train', 1)]": "val phases: impossible, dropped (mmengine's ValLoop computes "
+    "metrics, never losses; measured: mtrain logs a val-loss mean each epoch, mmengine's Runner "
+    'on the conversion runs no val phase, and the trained weights agree to 1e-6)',
     'log_config.hooks': 'see the logger table',
     'custom_hooks': 'passed through; EMAHook: momentum and interval translated, lossy both ways '
     "(impossible to start the average alike: mmengine's copies the weights at its first "
     "update, mmcv's starts before training; see the weight table)",
     'compile': 'note: what is compiled differs',
     '(none)': 'no effect / error',
-    'batch_processor, nan_policy, device, channels_last': 'lossy: mtrain only',
+    'batch_processor, nan_policy, device, channels_last': 'dropped; exact (a note) for '
+    "BasicBatchProcessor(), nan_policy=None, device=None, channels_last=False, mmengine's own "
+    'behaviour; any other value lossy: a custom step, the device, the memory layout (the same '
+    "weights to 1e-6 on CPU), or the NaN guard (a NaN sample: mmengine's weights all NaN, "
+    "mtrain's with action='skip' finite)",
 }
 
 #: mmcv LR policy → mmengine LR scheduler (``None``: no counterpart, see the reason).

@@ -22,7 +22,19 @@ from .table import DISPLAY_ONLY_HOOKS, LOGGER_BACKENDS
 _LOADER_KEYS = {'samples_per_gpu': 'batch_size', 'workers_per_gpu': 'num_workers',
                 'persistent_workers': 'persistent_workers', 'pin_memory': 'pin_memory',
                 'prefetch_factor': 'prefetch_factor', 'drop_last': 'drop_last'}
-_MTRAIN_ONLY = ('batch_processor', 'nan_policy', 'device', 'channels_last')
+#: mtrain-only keys: (values that ask for what mmengine does anyway, why any other is lossy).
+#: tests/config_convert/test_runtime_evidence.py shows each behaviour in both frameworks.
+_MTRAIN_ONLY = {
+    'batch_processor': ((dict(type='BasicBatchProcessor'), ), "mmengine's model.train_step "
+                        'runs the step; another batch processor (or its options) has no '
+                        'counterpart'),
+    'nan_policy': ((None, ), 'mmengine checks no loss for NaN/inf and steps on: a non-finite '
+                   "loss makes the weights NaN where 'skip' keeps them, or 'stop' stops"),
+    'device': ((None, ), "mmengine picks the device itself (CUDA when available): an explicit "
+               "device is not kept"),
+    'channels_last': ((False, ), 'mmengine has no memory-format option: the model and 4-D '
+                      'batches stay contiguous (the same values, other kernels)'),
+}
 _DROPPED = ('gpu_ids', 'gpu_id', 'filename', 'total_epochs')
 _ENV_KEYS = ('cudnn_benchmark', 'dist_params', 'mp_start_method', 'opencv_num_threads')
 _SAME = ('model', 'work_dir', 'log_level', 'auto_scale_lr', 'custom_imports', 'compile',
@@ -51,10 +63,7 @@ def to_mmengine(cfg: Dict[str, Any], metric_classes: Optional[Dict[str, str]] = 
     _evaluation(src, out, loop, report, metric_classes)
     _hooks(src, out, loop, report)
     _environment(src, out, report)
-    for key in _MTRAIN_ONLY:
-        if key in src:
-            report.lossy(key, '(dropped)', f'{key} is mtrain-only; mmengine has no counterpart')
-            src.pop(key)
+    _mtrain_only(src, report)
     for key in _DROPPED:
         if key in src:
             report.note(key, '(dropped)', 'no effect in mmengine' if key != 'total_epochs'
@@ -63,6 +72,18 @@ def to_mmengine(cfg: Dict[str, Any], metric_classes: Optional[Dict[str, str]] = 
     for key in list(src):  # helper variables (data_root, img_norm_cfg, ...)
         out[key] = src.pop(key)
     return out, report
+
+
+def _mtrain_only(src: Dict[str, Any], report: ConversionReport) -> None:
+    """Dropped: a note where the value asks for mmengine's behaviour, else lossy with why."""
+    for key, (same, why) in _MTRAIN_ONLY.items():
+        if key not in src:
+            continue
+        value = src.pop(key)
+        if value in same:
+            report.note(key, '(dropped)', f"{key}={value!r}: mmengine's own behaviour")
+        else:
+            report.lossy(key, '(dropped)', f'{key} is mtrain-only: {why}')
 
 
 def _loop(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> sched.Loop:

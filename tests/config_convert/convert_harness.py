@@ -10,7 +10,7 @@ training iteration, after the schedulers set them.
 import copy
 import itertools
 import logging
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 from mmengine.config import Config
@@ -32,10 +32,14 @@ _RUNS = itertools.count()
 
 
 class CvToyData(Dataset):
-    def __init__(self, n: int = 64) -> None:
+    """64 samples; ``nan_at``: the index of one sample made NaN (a non-finite loss there)."""
+
+    def __init__(self, n: int = 64, nan_at: Optional[int] = None) -> None:
         g = torch.Generator().manual_seed(0)
         self.x = torch.randn(n, 4, generator=g)
         self.y = (self.x[:, 0] > 0).long()
+        if nan_at is not None:
+            self.x[nan_at] = float('nan')
 
     def __len__(self) -> int:
         return len(self.y)
@@ -137,7 +141,8 @@ def run_mtrain(runtime: Dict[str, Any], work_dir: str, **overrides: Any) -> Trac
     """mtrain on an mmcv 1.x (or, converted in memory, an mmengine) runtime section.
 
     ``overrides`` are mtrain (mmcv 1.x) keys set last, e.g. ``resume_from``. A
-    ``net`` key picks the network (:func:`_layers`), on both sides.
+    ``net`` key picks the network (:func:`_layers`), a ``nan_sample`` key the index of a
+    NaN sample (:class:`CvToyData`), on both sides.
     """
     return train_mtrain(runtime, work_dir, **overrides)[1]
 
@@ -151,12 +156,14 @@ def train_mtrain(runtime: Dict[str, Any], work_dir: str, **overrides: Any):
 def _run_mtrain(runtime: Dict[str, Any], work_dir: str, overrides: Dict[str, Any]):
     cfg = copy.deepcopy(runtime)
     model = dict(type='CvToyNet', kind=cfg.pop('net', 'plain'))
+    data = dict(type='CvToyData', nan_at=cfg.pop('nan_sample', None))
     if 'optim_wrapper' in cfg:  # mmengine schema: what tools/train.py does at load time
-        cfg['train_dataloader'] = dict(batch_size=8, num_workers=0, dataset=dict(
-            type='CvToyData'), sampler=dict(type='DefaultSampler', shuffle=False))
+        cfg['train_dataloader'] = dict(batch_size=8, num_workers=0, dataset=data,
+                                       sampler=dict(type='DefaultSampler', shuffle=False))
         cfg = for_training(dict(model=model, **cfg))
     else:
         cfg.update(copy.deepcopy(_TOY), model=model)
+        cfg['data']['train'] = data
     cfg.setdefault('log_config', None)
     cfg.update(checkpoint_config=None, nan_policy=None, device='cpu')
     cfg.update(overrides)
@@ -186,7 +193,7 @@ def _run_mmengine(runtime: Dict[str, Any], work_dir: str):
     train_cfg = {k: v for k, v in runtime['train_cfg'].items() if k not in ('val_interval',
                                                                           'val_begin')}
     recorder = EngineRecorder()
-    data = CvToyData()
+    data = CvToyData(nan_at=runtime.get('nan_sample'))
     # mmengine's iteration loop sleeps 2 s whenever a finite loader runs out: never let it.
     by_iter = train_cfg.get('type') == 'IterBasedTrainLoop' or not train_cfg.get('by_epoch', True)
     sampler = InfiniteSampler(data, shuffle=False) if by_iter else None

@@ -70,7 +70,8 @@ def test_notes_for_defaults_that_differ():
 def test_runtime_keys_without_counterpart():
     _, report = to_mmengine(dict(
         optimizer=SGD, runner=RUNNER, workflow=[('train', 1), ('val', 1)],
-        batch_processor=dict(type='BasicBatchProcessor'), custom_hooks=[dict(type='EMAHook')],
+        batch_processor=dict(type='BasicBatchProcessor', channels_last=True),
+        custom_hooks=[dict(type='EMAHook')],
         optimizer_config=dict(detect_anomalous_params=True), evaluation=dict(interval=5),
         data=dict(samples_per_gpu=2, train=dict(type='X'), val=dict(type='X'))))
     reasons = lossy_reasons(report)
