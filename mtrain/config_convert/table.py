@@ -57,7 +57,9 @@ KEY_MAP: List[Tuple[str, str, str]] = [
     ('resume_from', 'load_from + resume=True', ''),
     ('auto_resume=True', 'resume=True (no load_from)', ''),
     ('compile', 'compile', 'mmengine compiles train_step, mtrain the model forward'),
-    ('work_dir, log_level, auto_scale_lr, custom_imports', 'the same', ''),
+    ('work_dir, log_level, custom_imports', 'the same', ''),
+    ('auto_scale_lr', 'auto_scale_lr', "mmengine's Runner scales the lr by world_size x "
+     'batch_size / base_batch_size; mmcv 1.7.2 has no such step'),
     ('(none)', 'default_scope, launcher, log_processor', 'no effect in mtrain'),
     ('batch_processor, nan_policy, device, channels_last', '(none)', 'mtrain only'),
     ('(none)', 'strategy, runner_type=\'FlexibleRunner\'', 'an error: mtrain has no strategies'),
@@ -84,6 +86,7 @@ KEY_VERDICTS: Dict[str, str] = {
     "update, mmcv's starts before training; see the weight table)",
     'compile': 'note: what is compiled differs',
     '(none)': 'no effect / error',
+    'auto_scale_lr': 'exact while enable is off; enable=True: lossy (see the measured table)',
     'batch_processor, nan_policy, device, channels_last': 'dropped; exact (a note) for '
     "BasicBatchProcessor(), nan_policy=None, device=None, channels_last=False, mmengine's own "
     'behaviour; any other value lossy: a custom step, the device, the memory layout (the same '
@@ -195,6 +198,11 @@ LOSSY_EVIDENCE: Dict[str, Tuple[str, float]] = {
     'an iteration warmup past epoch 1 under a floored cosine by epoch, to mmcv': (
         'mmdet3d style: 12-iteration LinearLR + CosineAnnealingLR(eta_min=2e-4) by epoch: '
         "warmup='linear' + CosineAnnealing(min_lr=2e-4)", 0.00031),
+    'auto_scale_lr (enable=True), to mmengine': (
+        "base_batch_size 16, batch 8 on 1 process: carried over; mmengine's Runner halves the "
+        'lr, mmcv 1.7.2 and mtrain ignore the key', 0.5),
+    'auto_scale_lr (enable=True), to mmcv': (
+        'the same, the other way: mtrain trains at the unscaled lr', 1.0),
 }
 
 #: Each lossy hook/optimizer-step verdict measured on the trained weights: (the case and what

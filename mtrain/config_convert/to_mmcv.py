@@ -18,12 +18,13 @@ from .ema import ema_to_mmcv
 from .evaluation import evaluator_to_metric, save_best_key
 from .paramwise import mmengine_differs, uniform_base_lr
 from .report import ConversionReport
+from .scale_lr import carry_auto_scale_lr
 from .table import LOGGER_BACKENDS, UNSUPPORTED
 
 _BACKEND_HOOKS = {v: k for k, v in LOGGER_BACKENDS.items()}
 _BACKEND_ARGS = {'WandbVisBackend': ('init_kwargs', ), 'MLflowVisBackend': ('exp_name', 'tags',
                                                                            'params')}
-_SAME = ('model', 'work_dir', 'log_level', 'auto_scale_lr', 'custom_imports',
+_SAME = ('model', 'work_dir', 'log_level', 'custom_imports',
          'find_unused_parameters', 'sync_bn')
 _DROPPED = ('default_scope', 'launcher', 'val_cfg', 'test_cfg', 'experiment_name')
 
@@ -42,6 +43,7 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
         if key in src:
             out[key] = src.pop(key)
             report.exact(key, key)
+    carry_auto_scale_lr(src, out, report)
     loop = _loop(src, out, report)
     _data(src, out, report)
     _optim(src, out, report, keep_schedulers)

@@ -17,6 +17,7 @@ from .ema import ema_to_mmengine
 from .evaluation import metric_to_evaluator, save_best_key
 from .paramwise import as_mmengine, mmengine_differs, uniform_base_lr
 from .report import ConversionReport
+from .scale_lr import carry_auto_scale_lr
 from .table import DISPLAY_ONLY_HOOKS, LOGGER_BACKENDS
 
 _LOADER_KEYS = {'samples_per_gpu': 'batch_size', 'workers_per_gpu': 'num_workers',
@@ -37,7 +38,7 @@ _MTRAIN_ONLY = {
 }
 _DROPPED = ('gpu_ids', 'gpu_id', 'filename', 'total_epochs')
 _ENV_KEYS = ('cudnn_benchmark', 'dist_params', 'mp_start_method', 'opencv_num_threads')
-_SAME = ('model', 'work_dir', 'log_level', 'auto_scale_lr', 'custom_imports', 'compile',
+_SAME = ('model', 'work_dir', 'log_level', 'custom_imports', 'compile',
          'find_unused_parameters', 'sync_bn', 'load_from')
 
 
@@ -55,6 +56,7 @@ def to_mmengine(cfg: Dict[str, Any], metric_classes: Optional[Dict[str, str]] = 
         if key in src:
             out[key] = src.pop(key)
             report.exact(key, key)
+    carry_auto_scale_lr(src, out, report)
     loop = _loop(src, out, report)
     base_lr = uniform_base_lr(src.get('optimizer'))
     _data(src, out, report)

@@ -178,8 +178,8 @@ def _run_mtrain(runtime: Dict[str, Any], work_dir: str, overrides: Dict[str, Any
 
 
 def run_mmengine(runtime: Dict[str, Any], work_dir: str) -> Trace:
-    """mmengine's Runner on ``optim_wrapper``, ``param_scheduler``, ``train_cfg`` and
-    ``custom_hooks``."""
+    """mmengine's Runner on ``optim_wrapper``, ``param_scheduler``, ``train_cfg``,
+    ``custom_hooks`` and ``auto_scale_lr``."""
     return train_mmengine(runtime, work_dir)[1]
 
 
@@ -205,6 +205,7 @@ def _run_mmengine(runtime: Dict[str, Any], work_dir: str):
         param_scheduler=copy.deepcopy(runtime.get('param_scheduler')) or None,
         train_cfg=train_cfg, default_hooks=dict(checkpoint=None, logger=None),
         custom_hooks=[recorder, *copy.deepcopy(runtime.get('custom_hooks', []))],
+        auto_scale_lr=copy.deepcopy(runtime.get('auto_scale_lr')),
         default_scope='mmengine', log_level='WARNING')
     runner.train()
     return runner, recorder.trace

@@ -37,6 +37,7 @@ def engine(schedulers, **train_cfg):
                 param_scheduler=schedulers, train_cfg=train_cfg)
 
 
+SCALE_LR = dict(enable=True, base_batch_size=16)  # the harness trains 8 a batch on 1 process
 WARMUP_BY_EPOCH = dict(policy='step', step=[3], warmup_iters=1, warmup_ratio=0.1,
                        warmup_by_epoch=True)
 
@@ -97,6 +98,11 @@ CASES = {
         [dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=13),
          dict(type='CosineAnnealingLR', T_max=6, eta_min=2e-4, by_epoch=True, begin=0,
               end=6)], by_epoch=True, max_epochs=6), 'param_scheduler'),
+    'auto_scale_lr (enable=True), to mmengine': (mmcv(
+        dict(policy='step', step=[1]), epochs(2), auto_scale_lr=SCALE_LR), 'auto_scale_lr'),
+    'auto_scale_lr (enable=True), to mmcv': (dict(
+        engine([dict(type='MultiStepLR', milestones=[1], by_epoch=True)], by_epoch=True,
+               max_epochs=2), auto_scale_lr=SCALE_LR), 'auto_scale_lr'),
 }
 
 
