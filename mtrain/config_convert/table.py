@@ -52,7 +52,10 @@ KEY_MAP: List[Tuple[str, str, str]] = [
     ('mp_start_method, opencv_num_threads', 'env_cfg.mp_cfg', ''),
     ('model_wrapper', 'model_wrapper_cfg',
      'MTDistributedDataParallel is MMDistributedDataParallel'),
-    ('find_unused_parameters, sync_bn', 'find_unused_parameters, sync_bn', ''),
+    ('find_unused_parameters, sync_bn', 'find_unused_parameters, sync_bn',
+     "mtrain's sync_bn=True is mmengine's sync_bn='torch' (mmengine names the implementation "
+     'and raises on a bool); beside a model wrapper, find_unused_parameters goes into '
+     "model_wrapper_cfg (mmengine's Runner reads the top-level key only without one)"),
     ('load_from', 'load_from (resume=False)', ''),
     ('resume_from', 'load_from + resume=True', ''),
     ('auto_resume=True', 'resume=True (no load_from)', ''),
@@ -85,6 +88,8 @@ KEY_VERDICTS: Dict[str, str] = {
     "(impossible to start the average alike: mmengine's copies the weights at its first "
     "update, mmcv's starts before training; see the weight table)",
     'compile': 'note: what is compiled differs',
+    'find_unused_parameters, sync_bn': "exact; sync_bn='mmcv' to mtrain: lossy (torch's "
+    'SyncBatchNorm only)',
     '(none)': 'no effect / error',
     'auto_scale_lr': 'exact while enable is off; enable=True: lossy (see the measured table)',
     'batch_processor, nan_policy, device, channels_last': 'dropped; exact (a note) for '

@@ -14,6 +14,7 @@ from ..defaults import (MMENGINE_CHECKPOINT, MMENGINE_DEFAULT_HOOKS, MMENGINE_LO
                         MMENGINE_LOOP_OF_BY_EPOCH, MMENGINE_LOOPS, RUNNER_LOOP)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmcv as sched
+from .ddp_keys import ddp_to_mmcv
 from .ema import ema_to_mmcv
 from .evaluation import evaluator_to_metric, save_best_key
 from .paramwise import mmengine_differs, uniform_base_lr
@@ -24,8 +25,7 @@ from .table import LOGGER_BACKENDS, UNSUPPORTED
 _BACKEND_HOOKS = {v: k for k, v in LOGGER_BACKENDS.items()}
 _BACKEND_ARGS = {'WandbVisBackend': ('init_kwargs', ), 'MLflowVisBackend': ('exp_name', 'tags',
                                                                            'params')}
-_SAME = ('model', 'work_dir', 'log_level', 'custom_imports',
-         'find_unused_parameters', 'sync_bn')
+_SAME = ('model', 'work_dir', 'log_level', 'custom_imports')
 _DROPPED = ('default_scope', 'launcher', 'val_cfg', 'test_cfg', 'experiment_name')
 
 
@@ -51,6 +51,7 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
     _evaluation(src, out, loop, report)
     _custom_hooks(src, out, report)
     _hooks(src, out, loop, report)
+    ddp_to_mmcv(src, out, report)
     _environment(src, out, report)
     for key in _DROPPED:
         if key in src:

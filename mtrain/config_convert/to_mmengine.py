@@ -13,6 +13,7 @@ from ..defaults import (BY_EPOCH_KEYS, MMCV_CHECKPOINT, RUNNER_LENGTH_KEY, RUNNE
                         fill_runner_defaults, runner_by_epoch)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmengine as sched
+from .ddp_keys import ddp_to_mmengine
 from .ema import ema_to_mmengine
 from .evaluation import metric_to_evaluator, save_best_key
 from .paramwise import as_mmengine, mmengine_differs, uniform_base_lr
@@ -39,7 +40,7 @@ _MTRAIN_ONLY = {
 _DROPPED = ('gpu_ids', 'gpu_id', 'filename', 'total_epochs')
 _ENV_KEYS = ('cudnn_benchmark', 'dist_params', 'mp_start_method', 'opencv_num_threads')
 _SAME = ('model', 'work_dir', 'log_level', 'custom_imports', 'compile',
-         'find_unused_parameters', 'sync_bn', 'load_from')
+         'load_from')
 
 
 def to_mmengine(cfg: Dict[str, Any], metric_classes: Optional[Dict[str, str]] = None
@@ -65,6 +66,7 @@ def to_mmengine(cfg: Dict[str, Any], metric_classes: Optional[Dict[str, str]] = 
     _evaluation(src, out, loop, report, metric_classes)
     _hooks(src, out, loop, report)
     _environment(src, out, report)
+    ddp_to_mmengine(src, out, report)
     _mtrain_only(src, report)
     for key in _DROPPED:
         if key in src:
