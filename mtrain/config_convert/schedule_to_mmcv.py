@@ -59,9 +59,8 @@ def _policy_config(schedulers: List[dict], loop: Loop, report: ConversionReport,
     cfg: Dict[str, Any] = {}
     if _is_exp_warmup(schedulers, kind):
         cfg.update(_exp_warmup(schedulers.pop(0), schedulers.pop(0), report, section))
-    elif len(schedulers) > 1 or (schedulers and _is_warmup(schedulers[0], False, kind)):
-        if _is_warmup(schedulers[0], len(schedulers) == 1, kind):
-            cfg.update(_warmup(schedulers.pop(0), report, section))
+    elif schedulers and _is_warmup(schedulers[0], kind):
+        cfg.update(_warmup(schedulers.pop(0), report, section))
     composed = composed_policy(schedulers, loop, kind, base_lr, optimizer) \
         if len(schedulers) > 1 else None
     if composed is not None:
@@ -112,13 +111,17 @@ def _warmup_commutes(main: Dict[str, Any], warmup: Dict[str, Any],
                      f'closed-form lr; they differ when {when}')
 
 
-def _is_warmup(s: dict, last: bool, kind: str = 'LR') -> bool:
-    """A ``Linear*``/``Constant*`` from step 0 that stops: a warmup (by epoch too)."""
+def _is_warmup(s: dict, kind: str = 'LR') -> bool:
+    """A ``Linear*``/``Constant*`` from step 0 that stops: a warmup (by epoch too).
+
+    A rising ``Linear*`` (``end_factor=1``) is a linear warmup even alone (under
+    ``policy='Fixed'``): mmcv's ``LinearAnnealing`` starts at the base value.
+    """
     if s.get('begin', 0) != 0 or 'end' not in s:
         return False
     by_iter = not s.get('by_epoch', True)
     if s.get('type') == f'Linear{kind}':
-        return (by_iter or s.get('convert_to_iter_based', False)) and not last and \
+        return (by_iter or s.get('convert_to_iter_based', False)) and \
             s.get('end_factor', 1.0) == 1.0 and s.get('start_factor', 1 / 3) != 1.0
     return s.get('type') == f'Constant{kind}'
 

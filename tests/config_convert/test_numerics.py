@@ -66,6 +66,12 @@ MMCV = {
     'momentum_step_adamw': dict(
         optimizer=ADAMW, lr_config=dict(policy='exp', gamma=0.9),
         momentum_config=dict(policy='step', step=[2, 4]), runner=epochs(5)),
+    # The policy-table rows no other case ran: Fixed (a warmup alone), LinearAnnealing momentum.
+    'fixed_with_warmup': dict(optimizer=SGD, lr_config=dict(
+        policy='fixed', warmup='linear', warmup_iters=6, warmup_ratio=0.1), runner=epochs(2)),
+    'momentum_linear_annealing': dict(
+        optimizer=SGD, lr_config=dict(policy='step', step=[2]),
+        momentum_config=dict(policy='LinearAnnealing', min_momentum_ratio=0.5), runner=epochs(3)),
     # Issue 23 item 6: exact translations the converter once called lossy.
     'exp_warmup_under_step': dict(optimizer=SGD, lr_config=dict(
         policy='step', step=[2, 3], warmup='exp', warmup_iters=12, warmup_ratio=0.01),
