@@ -39,6 +39,31 @@ def lr_config(schedulers: List[dict], loop: Loop, report: ConversionReport,
     return _policy_config(schedulers, loop, report, 'LR', base_lr)
 
 
+def per_parameter_lists(schedulers: Any, out: Dict[str, Any], report: ConversionReport) -> Any:
+    """OneCycle's per-group ``eta_max`` list in mmengine's layout → mtrain's, and the groups to match.
+
+    Under ``paramwise_cfg`` mmengine has one param group per parameter plus the
+    base-settings group its ``OptimWrapper`` adds (the list's last entry, which
+    only sets the logged base lr); mtrain keeps one group per parameter with
+    ``merge_groups=False``, in the same order.
+    """
+    if not isinstance(schedulers, (list, tuple)):
+        return schedulers
+    schedulers = [dict(s) for s in schedulers]
+    for i, s in enumerate(schedulers):
+        if s.get('type', '').startswith('OneCycle') and isinstance(s.get('eta_max'), (
+                list, tuple)) and len(s['eta_max']) > 1:
+            s['eta_max'] = list(s['eta_max'][:-1])
+            optimizer = out.get('optimizer')
+            if isinstance(optimizer, dict):
+                optimizer['paramwise_cfg'] = dict(optimizer.get('paramwise_cfg') or {},
+                                                  merge_groups=False)
+            report.note(f'param_scheduler.{i}.eta_max', 'max_lr, paramwise_cfg.merge_groups'
+                        '=False', "one value per parameter, as mmengine's groups; its last "
+                        "entry, for mmengine's base-settings group, dropped")
+    return schedulers
+
+
 def momentum_config(schedulers: List[dict], loop: Loop, report: ConversionReport,
                     optimizer: Optional[Dict[str, Any]] = None) -> Optional[dict]:
     """The ``momentum_config`` for a list of momentum scheduler dicts (``None``: constant).
@@ -305,10 +330,7 @@ def _one_cycle(s, end, run_end, report, key, name):
                               'three_phase') if k in s}
     if total is not None and total != run_end:
         args['total_steps'] = total
-    max_lr = s['eta_max']
-    if isinstance(max_lr, (list, tuple)) and len(max_lr) > 1:
-        max_lr = list(max_lr[:-1])  # the last is for the base settings OptimWrapper adds
-    return dict(policy='OneCycle', max_lr=max_lr, **args)
+    return dict(policy='OneCycle', max_lr=s['eta_max'], **args)  # per_parameter_lists' list
 
 
 _BUILDERS = {'Step': _step, 'MultiStep': _step, 'Exponential': _exp,

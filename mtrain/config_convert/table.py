@@ -112,7 +112,9 @@ LR_POLICIES: Dict[str, str] = {
                      'r = min_lr / lr; impossible for an absolute min_lr with per-group lrs)',
     'OneCycle': 'OneCycleLR (by_epoch=False; a per-group max_lr list, one value per parameter '
                 "under paramwise_cfg in mmcv 1.7.2 as in mmengine: eta_max = the list + "
-                "max_lr[0] for the base-settings group mmengine's OptimWrapper adds)",
+                "max_lr[0] for the base-settings group mmengine's OptimWrapper adds; back, "
+                'and when mtrain trains such an mmengine config, that entry is dropped and '
+                "paramwise_cfg.merge_groups=False keeps mtrain's groups per parameter)",
     'FlatCosineAnnealing': 'CosineAnnealingLR (begin=round(start_percent * max), '
                            'T_max=max - begin: it counts its steps from begin)',
     'LinearAnnealing': 'LinearLR (start_factor=1, end_factor=min_lr_ratio, or min_lr / base '

@@ -188,7 +188,7 @@ def _constructor(optimizer: Dict[str, Any], report: ConversionReport, keep_rules
 
 def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
                report: ConversionReport, keep: bool) -> None:
-    schedulers = src.pop('param_scheduler', None)
+    schedulers = sched.per_parameter_lists(src.pop('param_scheduler', None), out, report)
     if keep:
         if schedulers:
             hook = dict(type='ParamSchedulerHook', param_scheduler=copy.deepcopy(schedulers))

@@ -132,6 +132,13 @@ ENGINE = {
             dict(type='CosineAnnealingLR', T_max=6, eta_min=2e-4, by_epoch=True, begin=0,
                  end=6)],
         train_cfg=dict(by_epoch=True, max_epochs=6)),
+    # mmengine groups per parameter under paramwise_cfg, plus its base-settings group.
+    'one_cycle_per_parameter_eta_max': dict(
+        optim_wrapper=dict(type='OptimWrapper', optimizer=SGD, paramwise_cfg=dict(
+            custom_keys={'3.': dict(lr_mult=0.1)})),
+        param_scheduler=[dict(type='OneCycleLR', eta_max=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.1],
+                              total_steps=20, by_epoch=False)],
+        train_cfg=dict(type='IterBasedTrainLoop', max_iters=20)),
     'accumulation_exponential': dict(
         optim_wrapper=dict(type='OptimWrapper', optimizer=SGD, accumulative_counts=2),
         param_scheduler=[
@@ -166,3 +173,19 @@ def test_round_trip_trains_identically(name, tmp_path):
     assert not report.is_lossy, report.format()
     assert back['optimizer'] == mmcv['optimizer'] and back['runner'] == mmcv['runner']
     assert_same(run_mtrain(mmcv, str(tmp_path / 'a')), run_mtrain(back, str(tmp_path / 'b')))
+
+
+#: ENGINE cases the mmcv schema cannot say exactly, each reported lossy and measured in
+#: test_verdict_evidence.py (PolyLR(end=run length), a LinearLR warmup by epoch, a warmup
+#: past epoch 1 under a floored cosine).
+LOSSY_TO_MMCV = ('classification_adamw_cosine', 'segmentation_poly', 'warmup_cosine_floor')
+
+
+@pytest.mark.parametrize('name', sorted(ENGINE))
+def test_mmengine_config_converted_to_mmcv_runs_the_same_in_mtrain(name, tmp_path):
+    engine = ENGINE[name]
+    mmcv, report = to_mmcv(engine)
+    assert report.is_lossy == (name in LOSSY_TO_MMCV), report.format()
+    if not report.is_lossy:
+        assert_same(run_mmengine(engine, str(tmp_path / 'engine')),
+                    run_mtrain(mmcv, str(tmp_path / 'mtrain')))
