@@ -2,6 +2,7 @@
 
 import logging
 import os
+import random
 
 # One intra-op thread for the tests and every process they start (inherited through the
 # environment): the tests' tensors are tiny, and with several processes on 2 cores OpenMP's
@@ -10,14 +11,25 @@ import os
 for _name in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
     os.environ.setdefault(_name, '1')
 
-import pytest
-import torch
-from torch import nn
-from torch.utils.data import Dataset
+import pytest  # noqa: E402 (after the thread setting)
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.utils.data import Dataset  # noqa: E402
 
-from mtrain.datasets import build_dataloader
-from mtrain.evaluation import evaluate_classification
-from mtrain.runner import EpochBasedRunner, IterBasedRunner
+from mtrain.datasets import build_dataloader  # noqa: E402
+from mtrain.evaluation import evaluate_classification  # noqa: E402
+from mtrain.runner import EpochBasedRunner, IterBasedRunner  # noqa: E402
+
+
+def pytest_configure(config):
+    """Draw the kill-anywhere matrix's sample seed once per run, before any worker starts.
+
+    With ``pytest -n 2`` every worker collects the tests itself; they inherit this variable
+    from the controller, so all of them draw the same sample (``MTRAIN_MATRIX_SEED`` set by
+    hand repeats one).
+    """
+    if not hasattr(config, 'workerinput'):
+        os.environ.setdefault('MTRAIN_MATRIX_SEED', str(random.SystemRandom().randrange(10**6)))
 
 
 class ToyDataset(Dataset):
