@@ -104,6 +104,10 @@ def fill_runner_defaults(runner_type: Any, configs: Dict[str, Any],
         gives the same result as once.
     """
     by_epoch = runner_by_epoch(runner_type)
+    if by_epoch:
+        # mmcv 1.7.2's EpochBasedRunner writes no by_epoch: each hook class's own
+        # default applies (True for most; False for OneCycle, which refuses True).
+        return dict(configs)
     takes = takes_by_epoch or (lambda cfg: True)
 
     def fill(cfg: Any) -> Any:

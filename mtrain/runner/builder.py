@@ -42,7 +42,7 @@ def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = No
     model = build(cfg.model, MODELS, 'model').to(device)
     _compile(model, cfg.get('compile'))
     model = _wrap(model, cfg, distributed)
-    optimizer = build_optimizer(model, _required(cfg, 'optimizer'))
+    optimizer = build_optimizer(model, _optimizer_cfg(cfg, logger))
     if isinstance(optimizer, dict) and cfg.get('optimizer_config', {}) is not None:
         raise ConfigError("a dict of optimizers is stepped by the model's own train_step; set "
                           'optimizer_config=None', key='optimizer_config')
@@ -284,6 +284,28 @@ def _length(loader: Any) -> Optional[int]:
         return len(loader)
     except TypeError:  # an iterable-style dataset
         return None
+
+
+def _optimizer_cfg(cfg: Config, logger) -> Any:
+    """``cfg.optimizer``, with its groups kept per parameter where a schedule lists per group.
+
+    mmcv 1.7.2 builds one param group per parameter under ``paramwise_cfg``, so a
+    1.x config's ``lr_config=dict(policy='OneCycle', max_lr=[...])`` (or a momentum
+    schedule's ``base_momentum``/``max_momentum`` list) has one entry per parameter.
+    mtrain merges groups of equal settings unless told not to; with such a list it
+    does not, so each entry lands on the parameter it was written for.
+    """
+    optimizer = _required(cfg, 'optimizer')
+    paramwise = optimizer.get('paramwise_cfg') if isinstance(optimizer, dict) else None
+    if not isinstance(paramwise, dict) or 'merge_groups' in paramwise:
+        return optimizer
+    listed = [f'{key}.{name}' for key in ('lr_config', 'momentum_config')
+              for name, value in (cfg.get(key) or {}).items() if isinstance(value, (list, tuple))]
+    if not listed:
+        return optimizer
+    logger.info(f'{", ".join(listed)} give one value per param group: param groups are kept one '
+                'per parameter, as mmcv 1.x builds them (paramwise_cfg.merge_groups=False)')
+    return dict(optimizer, paramwise_cfg=dict(paramwise, merge_groups=False))
 
 
 def _required(cfg: Config, key: str) -> Any:

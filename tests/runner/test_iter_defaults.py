@@ -63,3 +63,15 @@ def test_defaults_table_is_applied_once_and_idempotent():
         pass
 
     assert runner_by_epoch(MyIterRunner) is False and runner_by_epoch('EpochBasedRunner')
+
+
+def test_an_epoch_runner_leaves_by_epoch_to_each_hook_class(make_runner, toy_loader):
+    # mmcv 1.7.2's EpochBasedRunner writes no by_epoch; OneCycle's class default is False and
+    # it refuses True, so a 1.x OneCycle config must train under an EpochBasedRunner.
+    cfgs = dict(lr_config=dict(policy='OneCycle', max_lr=0.1))
+    assert fill_runner_defaults('EpochBasedRunner', cfgs) == cfgs
+    runner = make_runner(max_len=2)
+    runner.register_training_hooks(lr_config=dict(policy='OneCycle', max_lr=0.1),
+                                   optimizer_config=dict())
+    runner.run([toy_loader], [('train', 1)])
+    assert runner.current_lr()[0] < 0.1 / 25  # annealed past its start, max_lr / div_factor
