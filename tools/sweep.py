@@ -10,8 +10,11 @@ import sys
 from mtrain.config import load_config, parse_cfg_options
 from mtrain.hooks.optuna_pruning import PRUNERS
 from mtrain.sweep import SweepSpec, default_metric, load_space, run_sweep
+from mtrain.sweep.forkserver import ForkServer
 from mtrain.sweep.study import SAMPLERS
 from mtrain.utils import ConfigError
+
+TRAIN_SCRIPT = osp.join(osp.dirname(osp.abspath(__file__)), 'train.py')
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -45,6 +48,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--gpus-per-trial', type=int, default=1)
     parser.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
                         help='overrides every trial gets, e.g. runner.max_epochs=3')
+    parser.add_argument('--no-plots', action='store_true',
+                        help="skip Optuna's plots at the end (a few seconds; e.g. for all "
+                        'but one of many workers; --trials 0 draws them later)')
+    parser.add_argument('--no-fork', action='store_true',
+                        help='start each trial as a fresh python process (default: a fork of '
+                        'a process that imported the training code once; docs/sweeps.md)')
     parser.add_argument('--debug', action='store_true', help='show tracebacks for errors')
     return parser.parse_args(argv)
 
@@ -63,20 +72,27 @@ def build_spec(args: argparse.Namespace) -> SweepSpec:
         sampler=args.sampler, pruner=args.pruner,
         pruner_args=parse_cfg_options(args.pruner_args), seed=args.seed, jobs=args.jobs,
         launcher=args.launcher, gpus_per_trial=args.gpus_per_trial,
-        train_script=osp.join(osp.dirname(osp.abspath(__file__)), 'train.py'),
-        cfg_options=list(args.cfg_options))
+        train_script=TRAIN_SCRIPT,
+        cfg_options=list(args.cfg_options), plots=not args.no_plots)
 
 
-def main(argv=None) -> int:
+def main(argv=None, fork: bool = False) -> int:
+    """The command; ``fork``: start the trials' fork server (only as the process's first act)."""
     args = parse_args(argv)
+    forks = None
+    if fork and not args.no_fork and args.launcher == 'none':
+        forks = ForkServer.start(TRAIN_SCRIPT)  # before this process computes anything
     try:
-        return run_sweep(build_spec(args), log=lambda line: print(line, flush=True))
+        return run_sweep(build_spec(args), lambda line: print(line, flush=True), forks)
     except ConfigError as e:
         if args.debug:
             raise
         print(f'error: {e}', file=sys.stderr)
         return 2
+    finally:
+        if forks is not None:
+            forks.close()
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(main(fork=True))

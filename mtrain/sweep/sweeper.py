@@ -26,7 +26,8 @@ import torch
 
 from ..hooks.optuna_pruning import import_optuna
 from .claims import Claim, claim_trial
-from .study import SweepSpec
+from .forkserver import ForkServer
+from .study import SweepSpec, build_sampler
 from .trial import error_line, final_metric, start_trial, stop_trial, trial_command
 
 
@@ -37,10 +38,14 @@ class Sweeper:
         spec: the sweep.
         study: its Optuna study (:func:`mtrain.sweep.study.open_study`).
         log: where progress lines go.
+        forks: the fork server that starts trials (:mod:`mtrain.sweep.forkserver`); None:
+            each trial a fresh process.
     """
 
-    def __init__(self, spec: SweepSpec, study: Any, log: Callable[[str], None] = print) -> None:
+    def __init__(self, spec: SweepSpec, study: Any, log: Callable[[str], None] = print,
+                 forks: Optional[ForkServer] = None) -> None:
         self.spec = spec
+        self.forks = forks
         self.study = study
         self.log = log
         self.stopped_by: Optional[str] = None  # the signal that stopped the sweep
@@ -75,7 +80,8 @@ class Sweeper:
 
     def _worker(self, slot: int) -> None:
         while self.stopped_by is None and self.abort is None:
-            claim = claim_trial(self.study, self.spec.work_dir, self.spec.space, self.spec.trials)
+            claim = claim_trial(self.study, self.spec.work_dir, self.spec.space, self.spec.trials,
+                                lambda trials: build_sampler(self.spec, trials))
             if claim is None:
                 return
             try:
@@ -98,7 +104,7 @@ class Sweeper:
         self.log(f"trial {claim.number}: {'resuming' if claim.adopted else 'starting'} "
                  f'{overrides} in {claim.work_dir}')
         start = time.time()
-        proc = start_trial(command, claim.work_dir, env, claim.lock.fd)
+        proc = start_trial(command, claim.work_dir, env, claim.lock.fd, self.forks)
         with self._procs_lock:
             self._procs[slot] = proc
         if self.stopped_by is not None:
@@ -106,6 +112,10 @@ class Sweeper:
         code = proc.wait()
         with self._procs_lock:
             self._procs.pop(slot, None)
+        if getattr(proc, 'lost', False):
+            self.abort = (f'the fork server that ran trial {claim.number} died; run the same '
+                          'command again to resume it (or add --no-fork)')
+            return
         self._finish(claim, trial, code, time.time() - start)
 
     def _finish(self, claim: Claim, trial: Any, code: int, seconds: float) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional
 from ..config import load_config, parse_cfg_options
 from ..utils import ConfigError
 from . import supervise
+from .forkserver import ForkServer
 from .space_check import format_override
 from .study import SweepSpec
 
@@ -73,25 +74,30 @@ def literal(value: Any) -> str:
     return repr(value)
 
 
-def start_trial(command: List[str], work_dir: str, env: Dict[str, str],
-                lock_fd: int) -> subprocess.Popen:
+def start_trial(command: List[str], work_dir: str, env: Dict[str, str], lock_fd: int,
+                forks: Optional[ForkServer] = None) -> Any:
     """Start ``command --auto-resume``, output appended to ``work_dir/train.out``.
 
-    The run gets its own session (a Ctrl-C at the terminal reaches the sweep, which
-    passes one SIGTERM on), inherits the trial's lock (``lock_fd``) and runs under
-    :mod:`mtrain.sweep.supervise`, which stops it cleanly if the sweep dies.
+    With ``forks`` the run is a fork of the sweep's fork server
+    (:mod:`mtrain.sweep.forkserver`); else a fresh process in its own session (a Ctrl-C at
+    the terminal reaches the sweep, which passes one SIGTERM on) that inherits the trial's
+    lock (``lock_fd``) and runs under :mod:`mtrain.sweep.supervise`, which stops it cleanly
+    if the sweep dies. Either way the result has ``poll``, ``wait`` and ``send_signal``.
     """
     os.makedirs(work_dir, exist_ok=True)
+    command = [*command, '--auto-resume']
     with open(osp.join(work_dir, 'train.out'), 'ab') as out:
-        out.write(f'$ {shlex.join(command)} --auto-resume\n'.encode())
+        out.write(f'$ {shlex.join(command)}\n'.encode())
         out.flush()
-        argv = [sys.executable, supervise.__file__, str(os.getpid()), *command, '--auto-resume']
+        if forks is not None:
+            return forks.launch(command, work_dir, env, lock_fd)
+        argv = [sys.executable, supervise.__file__, str(os.getpid()), *command]
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                 env=dict(env, MTRAIN_SWEEP_FDS=str(lock_fd)),
                                 pass_fds=(lock_fd, ), start_new_session=True)
 
 
-def stop_trial(proc: subprocess.Popen, at_once: bool = False) -> None:
+def stop_trial(proc: Any, at_once: bool = False) -> None:
     """Ask a run to stop as on preemption (it saves a checkpoint and exits), or ``at_once``."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGUSR1 if at_once else signal.SIGTERM)

@@ -20,14 +20,18 @@ TIMEOUT = 600  # seconds: bounds a hang, not the speed (a busy 2-core machine is
 ENV = dict(os.environ, OMP_NUM_THREADS='1')
 
 
-def sweep_command(work_dir, space_text, *extra, options=()):
-    """The command line of a sweep over ``space_text`` (written next to the sweep)."""
+def sweep_command(work_dir, space_text, *extra, options=(), plots=False):
+    """The command line of a sweep over ``space_text`` (written next to the sweep).
+
+    Without the plots unless ``plots``: drawing them takes seconds, and one test checks them.
+    """
     os.makedirs(work_dir, exist_ok=True)
     space = os.path.join(work_dir, '..', f'{os.path.basename(work_dir)}_space.py')
     with open(space, 'w') as f:
         f.write(space_text)
     return [sys.executable, os.path.join(ROOT, 'tools', 'sweep.py'), CONFIG, '--space', space,
-            '--work-dir', str(work_dir), *extra, '--cfg-options', *FAST, *options]
+            '--work-dir', str(work_dir), *extra, *([] if plots else ['--no-plots']),
+            '--cfg-options', *FAST, *options]
 
 
 def run_sweep(command, check=True):
@@ -48,14 +52,19 @@ def load(work_dir, name='lenet_digits'):
     return optuna.load_study(study_name=name, storage=f'sqlite:///{work_dir}/sweep.db')
 
 
-@pytest.fixture(scope='session')
-def sweep_tool():
-    """tools/sweep.py as a module, to call its ``main(argv)`` in this process."""
-    spec = importlib.util.spec_from_file_location('tools_sweep',
-                                                  os.path.join(ROOT, 'tools', 'sweep.py'))
+def load_tool(name):
+    """tools/NAME.py as a module, to call its ``main(argv)`` in this process."""
+    spec = importlib.util.spec_from_file_location(f'tools_{name}',
+                                                  os.path.join(ROOT, 'tools', f'{name}.py'))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope='session')
+def sweep_tool():
+    """tools/sweep.py as a module (its trials fresh processes: no fork server in pytest)."""
+    return load_tool('sweep')
 
 
 @pytest.fixture

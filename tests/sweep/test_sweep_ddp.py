@@ -5,13 +5,14 @@ import os
 import optuna
 import pytest
 
-from sweep_helpers import load, run_sweep, sweep_command
-from sweep_helpers import sweep_dir  # noqa: F401  (a fixture)
+from sweep_helpers import load, sweep_command
+from sweep_helpers import sweep_dir, sweep_tool  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
 
 
-def test_a_two_process_trial_reports_once_and_both_ranks_stop_when_pruned(sweep_dir):
+def test_a_two_process_trial_reports_once_and_both_ranks_stop_when_pruned(sweep_dir, sweep_tool,
+                                                                         monkeypatch):
     os.makedirs(sweep_dir)
     study = optuna.create_study(storage=f'sqlite:///{sweep_dir}/sweep.db',
                                 study_name='lenet_digits', direction='maximize')
@@ -22,7 +23,8 @@ def test_a_two_process_trial_reports_once_and_both_ranks_stop_when_pruned(sweep_
     command = sweep_command(sweep_dir, "space = {'optimizer.lr': [0.1]}", '--trials', '2',
                             '--launcher', 'pytorch', '--gpus-per-trial', '2',
                             '--pruner-args', 'n_startup_trials=1')
-    run_sweep(command)
+    monkeypatch.setenv('OMP_NUM_THREADS', '1')
+    assert sweep_tool.main(command[2:]) == 0
     trial = load(sweep_dir).trials[1]
     assert trial.state.name == 'PRUNED' and trial.user_attrs['pruned_at_step'] == 1
     assert list(trial.intermediate_values) == [1]

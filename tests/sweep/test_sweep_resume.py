@@ -95,21 +95,3 @@ def test_sigkill_mid_trial_then_rerun_runs_each_trial_once_and_exactly(sweep_dir
     assert resumed.keys() == uninterrupted.keys()
     assert all(torch.equal(resumed[k], uninterrupted[k]) for k in resumed)
     assert len(load(sweep_dir).trials[0].intermediate_values) == 2
-
-
-def test_two_workers_on_one_study_share_the_trials(sweep_dir):
-    command = sweep_command(sweep_dir, SPACE, '--trials', '4', '--pruner', 'none',
-                            options=['runner.max_epochs=1'])
-    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=ENV) for _ in range(2)]
-    outputs = [w.communicate(timeout=TIMEOUT) for w in workers]
-    assert [w.returncode for w in workers] == [0, 0], [o[1][-2000:] for o in outputs]
-    started = [{int(line.split()[1][:-1]) for line in out.splitlines()
-                if ': starting ' in line} for out, _ in outputs]
-    assert started[0].isdisjoint(started[1]) and started[0] | started[1] == {0, 1, 2, 3}
-    assert all(started)  # both worked
-    trials = load(sweep_dir).trials
-    assert [(t.number, t.state.name) for t in trials] == [(n, 'COMPLETE') for n in range(4)]
-    for t in trials:
-        with open(os.path.join(t.user_attrs['work_dir'], 'train.out')) as f:
-            assert f.read().count('$ ') == 1  # run once

@@ -2,15 +2,14 @@
 
 import csv
 import os
+import shutil
 import subprocess
-import sys
 
-import optuna
 import pytest
 
 from mtrain.sweep.study import open_study
 
-from sweep_helpers import CONFIG, ROOT, TIMEOUT, load, run_sweep, sweep_command
+from sweep_helpers import CONFIG, ENV, TIMEOUT, load, load_tool, sweep_command
 from sweep_helpers import sweep_dir, sweep_tool  # noqa: F401  (fixtures)
 
 
@@ -24,49 +23,84 @@ def test_a_wrong_space_key_fails_before_any_trial(sweep_dir, sweep_tool, capsys)
     assert os.listdir(sweep_dir) == []  # no study, no trial
 
 
+SEARCH = "space = {'optimizer.lr': loguniform(1e-3, 1.0)}"  # >= 0.9 after 2 epochs: ~[0.035, 0.3]
+
+
+@pytest.fixture(scope='module')
+def search(tmp_path_factory):
+    """Two worker processes run one lr search of 4 trials on one study (shared by 3 tests)."""
+    sweep_dir = str(tmp_path_factory.mktemp('search') / 'sweep')
+    command = sweep_command(sweep_dir, SEARCH, '--trials', '4', '--pruner', 'none')
+    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=ENV) for _ in range(2)]
+    outputs = [w.communicate(timeout=TIMEOUT) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], [o[1][-2000:] for o in outputs]
+    return sweep_dir, command, [out for out, _ in outputs]
+
+
 @pytest.mark.slow
-def test_an_lr_search_finds_the_good_range_and_writes_the_results(sweep_dir):
-    command = sweep_command(sweep_dir, "space = {'optimizer.lr': loguniform(1e-4, 1.0)}",
-                            '--trials', '4', '--jobs', '2', '--pruner', 'none')
-    result = run_sweep(command)
+def test_two_workers_on_one_study_share_the_trials(search):
+    sweep_dir, _, outputs = search
+    started = [{int(line.split()[1][:-1]) for line in out.splitlines()
+                if ': starting ' in line} for out in outputs]
+    assert started[0].isdisjoint(started[1]) and started[0] | started[1] == {0, 1, 2, 3}
+    assert all(started)  # both worked
+    trials = load(sweep_dir).trials
+    assert [(t.number, t.state.name) for t in trials] == [(n, 'COMPLETE') for n in range(4)]
+    for t in trials:
+        with open(os.path.join(t.user_attrs['work_dir'], 'train.out')) as f:
+            assert f.read().count('$ ') == 1  # run once
+    # The sampler is seeded per trial, not per worker: no two workers draw the same values.
+    assert len({t.params['optimizer.lr'] for t in trials}) == 4
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings('ignore:Unable to enable fault handler')  # train.py's @record, here
+def test_an_lr_search_finds_the_good_range_and_writes_the_results(search, sweep_tool, capsys):
+    sweep_dir, command, _ = search
+    # The same command with the plots: the study has its 4 trials, so it only reports.
+    assert sweep_tool.main([word for word in command[2:] if word != '--no-plots']) == 0
+    out = capsys.readouterr().out
     study = load(sweep_dir)
     assert [t.state.name for t in study.trials] == ['COMPLETE'] * 4
+    assert all(list(t.intermediate_values) == [1, 2] for t in study.trials)  # one per epoch
     best = study.best_trial
     assert 0.01 <= best.params['optimizer.lr'] <= 1.0 and best.value >= 0.9
     with open(os.path.join(sweep_dir, 'trials.csv')) as f:
         rows = list(csv.DictReader(f))
     assert [int(r['trial']) for r in rows] == [0, 1, 2, 3]
     assert float(rows[best.number]['accuracy']) == best.value
-    assert f'best: trial {best.number}, accuracy {best.value:.4f}' in result.stdout
+    assert f'best: trial {best.number}, accuracy {best.value:.4f}' in out
     for name in ('history', 'importances', 'parallel_coordinate', 'intermediate_values'):
         assert os.path.getsize(os.path.join(sweep_dir, 'plots', f'{name}.png')) > 1000
+    assert not [name for name in os.listdir(sweep_dir) if '.tmp' in name]
     # The best config is one runnable file holding the trial's lr and seed.
     best_config = os.path.join(sweep_dir, 'best_config.py')
-    check = subprocess.run([sys.executable, os.path.join(ROOT, 'tools', 'train.py'), best_config,
-                            '--check-config'], capture_output=True, text=True, timeout=TIMEOUT)
-    assert check.returncode == 0, check.stderr
+    assert load_tool('train').main([best_config, '--check-config']) == 0
+    assert 'config check passed' in capsys.readouterr().out
     text = open(best_config).read()
     assert f"lr={best.params['optimizer.lr']!r}" in text and 'max_epochs=2' in text
 
 
 @pytest.mark.slow
-def test_pruning_stops_a_deliberately_bad_trial_early(sweep_dir):
+def test_pruning_stops_a_deliberately_bad_trial_early(search, sweep_tool, tmp_path, monkeypatch):
+    """A copy of the search's study (four real trials set the bar) gets a hopeless fifth."""
+    sweep_dir = str(tmp_path / 'sweep')
     os.makedirs(sweep_dir)
-    study = optuna.create_study(storage=f'sqlite:///{sweep_dir}/sweep.db',
-                                study_name='lenet_digits', direction='maximize')
-    for lr in (0.1, 0.1, 1e-05):  # asked in this order: two good trials, then a hopeless one
-        study.enqueue_trial({'optimizer.lr': lr}, skip_if_exists=False)
-    command = sweep_command(sweep_dir, "space = {'optimizer.lr': [0.1, 1e-05]}", '--trials', '3',
+    shutil.copy(os.path.join(search[0], 'sweep.db'), sweep_dir)
+    load(sweep_dir).enqueue_trial({'optimizer.lr': 1e-3})
+    command = sweep_command(sweep_dir, SEARCH, '--trials', '5',
                             '--pruner-args', 'n_startup_trials=2')
-    run_sweep(command)
+    monkeypatch.setenv('OMP_NUM_THREADS', '1')
+    assert sweep_tool.main(command[2:]) == 0
     trials = load(sweep_dir).trials
-    assert [t.state.name for t in trials] == ['COMPLETE', 'COMPLETE', 'PRUNED']
-    bad = trials[2]
+    assert [t.state.name for t in trials] == ['COMPLETE'] * 4 + ['PRUNED']
+    bad = trials[4]
+    assert bad.params == {'optimizer.lr': 1e-3}
     assert bad.user_attrs['pruned_at_step'] == 1 and list(bad.intermediate_values) == [1]
     files = os.listdir(bad.user_attrs['work_dir'])
     assert 'epoch_1.pth' in files and 'epoch_2.pth' not in files  # stopped, checkpoint kept
     assert any(name.endswith('.log.json') for name in files)
-    assert 'epoch_2.pth' in os.listdir(trials[0].user_attrs['work_dir'])
 
 
 @pytest.mark.slow
