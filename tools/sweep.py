@@ -42,10 +42,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--sampler', choices=list(SAMPLERS), default='tpe')
     parser.add_argument('--seed', type=int, help="every trial's training seed and the "
                         "sampler's (default: the config's seed, else 0)")
-    parser.add_argument('--launcher', choices=['none', 'pytorch'], default='none',
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
                         help='pytorch: each trial is a torchrun DDP run of --gpus-per-trial '
-                        'processes')
+                        'processes; slurm: an srun job step of --gpus-per-trial tasks')
     parser.add_argument('--gpus-per-trial', type=int, default=1)
+    parser.add_argument('--partition', help='slurm: the partition (srun -p)')
+    parser.add_argument('--gpus-per-node', type=int,
+                        help='slurm: tasks and GPUs per node (default: min(gpus-per-trial, 8))')
+    parser.add_argument('--cpus-per-task', type=int, default=5,
+                        help='slurm: CPUs per task, also its OMP_NUM_THREADS (default 5)')
+    parser.add_argument('--srun-args', default='',
+                        help='slurm: more srun arguments, e.g. "--qos=high --time=2:00:00"')
     parser.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
                         help='overrides every trial gets, e.g. runner.max_epochs=3')
     parser.add_argument('--no-plots', action='store_true',
@@ -71,7 +78,9 @@ def build_spec(args: argparse.Namespace) -> SweepSpec:
         study=args.study or name, metric=metric, direction=direction, storage=args.storage,
         sampler=args.sampler, pruner=args.pruner,
         pruner_args=parse_cfg_options(args.pruner_args), seed=args.seed, jobs=args.jobs,
-        launcher=args.launcher, gpus_per_trial=args.gpus_per_trial,
+        launcher=args.launcher, gpus_per_trial=args.gpus_per_trial, partition=args.partition,
+        gpus_per_node=args.gpus_per_node, cpus_per_task=args.cpus_per_task,
+        srun_args=args.srun_args,
         train_script=TRAIN_SCRIPT,
         cfg_options=list(args.cfg_options), plots=not args.no_plots)
 

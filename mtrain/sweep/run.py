@@ -5,6 +5,7 @@
 
 import os
 import os.path as osp
+import shutil
 import signal
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -55,13 +56,18 @@ def check_sweep(spec: SweepSpec) -> None:
         raise ConfigError('--trials must be >= 0, --jobs and --gpus-per-trial >= 1')
     if spec.gpus_per_trial > 1 and spec.launcher == 'none':
         raise ConfigError(f'--gpus-per-trial {spec.gpus_per_trial} needs --launcher pytorch '
-                          '(each trial a torchrun run of that many processes)',
-                          key='gpus_per_trial')
+                          '(each trial a torchrun run of that many processes) or slurm (an '
+                          'srun job step of that many tasks)', key='gpus_per_trial')
+    if spec.launcher == 'slurm' and shutil.which('srun') is None:
+        raise ConfigError('--launcher slurm runs each trial with srun, which is not on PATH; '
+                          'run the sweep on a Slurm login node or inside an allocation '
+                          '(salloc), or use --launcher pytorch on one machine',
+                          key='launcher')
     if spec.sampler == 'grid' and spec.trials > grid_size(spec.space, spec.space_file):
         raise ConfigError(f'--sampler grid has {grid_size(spec.space, spec.space_file)} '
                           f'points, fewer than --trials {spec.trials}; lower --trials',
                           key='trials')
-    gpus = gpu_ids() if spec.launcher != 'none' else []
+    gpus = gpu_ids() if spec.launcher == 'pytorch' else []  # Slurm allocates its own
     needed = spec.jobs * spec.gpus_per_trial
     if gpus and len(gpus) < needed:
         raise ConfigError(f'--jobs {spec.jobs} x --gpus-per-trial {spec.gpus_per_trial} needs '

@@ -38,7 +38,12 @@ class SweepSpec:
         seed: every trial's training seed and the sampler's seed.
         jobs: trials at a time on this machine.
         launcher, gpus_per_trial: ``'pytorch'`` runs each trial under torchrun on
-            ``gpus_per_trial`` processes.
+            ``gpus_per_trial`` processes; ``'slurm'`` as an ``srun`` job step of that many
+            tasks (one per GPU), as ``tools/slurm_train.sh`` does.
+        partition, gpus_per_node, cpus_per_task, srun_args: ``srun``'s ``-p``,
+            ``--ntasks-per-node`` (and ``--gres=gpu:``; default ``min(gpus_per_trial, 8)``),
+            ``--cpus-per-task`` and further arguments (one string, split as a shell
+            would), for ``launcher='slurm'``.
         train_script: ``tools/train.py``, which runs each trial.
         cfg_options: ``--cfg-options`` every trial gets (``KEY=VALUE`` strings, e.g. a
             shorter schedule), before its own overrides.
@@ -60,6 +65,10 @@ class SweepSpec:
     jobs: int = 1
     launcher: str = 'none'
     gpus_per_trial: int = 1
+    partition: Optional[str] = None
+    gpus_per_node: Optional[int] = None
+    cpus_per_task: int = 5
+    srun_args: str = ''
     train_script: str = 'tools/train.py'
     cfg_options: List[str] = field(default_factory=list)
     plots: bool = True

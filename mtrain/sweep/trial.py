@@ -14,6 +14,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import zlib
 from typing import Any, Dict, List, Optional
 
 from ..config import load_config, parse_cfg_options
@@ -51,12 +52,36 @@ def trial_command(spec: SweepSpec, number: int, work_dir: str,
     """The command that runs (and re-runs) trial ``number``."""
     options = [f'custom_hooks={literal(pruning_hooks(spec, number))}']  # first: params refine it
     options += spec.cfg_options + [format_override(k, v) for k, v in params.items()]
-    args = [osp.abspath(spec.config), '--work-dir', work_dir, '--seed', str(spec.seed)]
+    train = [spec.train_script, osp.abspath(spec.config), '--work-dir', work_dir, '--seed',
+             str(spec.seed)]
     if spec.launcher == 'none':
-        return [sys.executable, spec.train_script, *args, '--cfg-options', *options]
+        return [sys.executable, *train, '--cfg-options', *options]
+    train += ['--launcher', spec.launcher, '--cfg-options', *options]
+    if spec.launcher == 'slurm':
+        return [*srun_command(spec, number), sys.executable, '-u', *train]
     return [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node',
-            str(spec.gpus_per_trial), spec.train_script, *args, '--launcher', spec.launcher,
-            '--cfg-options', *options]
+            str(spec.gpus_per_trial), *train]
+
+
+def srun_command(spec: SweepSpec, number: int) -> List[str]:
+    """``srun`` as ``tools/slurm_train.sh`` runs it: a job step of one task per GPU.
+
+    Each task reads its rank from ``SLURM_PROCID`` (``--launcher slurm``); the job step
+    ends as a whole when one task fails (``--kill-on-bad-exit=1``).
+    """
+    per_node = spec.gpus_per_node if spec.gpus_per_node is not None else min(
+        spec.gpus_per_trial, 8)
+    return ['srun', *(['-p', spec.partition] if spec.partition else []),
+            f'--job-name={spec.study}_trial_{number}',
+            *([f'--gres=gpu:{per_node}'] if per_node else []),
+            f'--ntasks={spec.gpus_per_trial}', f'--ntasks-per-node={per_node or 1}',
+            f'--cpus-per-task={spec.cpus_per_task}', '--kill-on-bad-exit=1',
+            *shlex.split(spec.srun_args)]
+
+
+def master_port(spec: SweepSpec, number: int) -> int:
+    """A Slurm trial's ``MASTER_PORT``: trials of a sweep that share a node must differ."""
+    return 20000 + (zlib.crc32(spec.study.encode()) + number) % 20000
 
 
 def literal(value: Any) -> str:
