@@ -41,6 +41,28 @@ def run_sweep(command, check=True):
     return result
 
 
+def run_workers(command, count=2):
+    """``count`` worker processes of one sweep command, run together: their stdouts."""
+    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=ENV) for _ in range(count)]
+    outputs = [w.communicate(timeout=TIMEOUT) for w in workers]
+    assert [w.returncode for w in workers] == [0] * count, [o[1][-2000:] for o in outputs]
+    return [out for out, _ in outputs]
+
+
+def check_shared(outputs, trials, count):
+    """Each of ``count`` trials started by exactly one worker, every worker started one,
+    each COMPLETE and run once (one command line in its ``train.out``)."""
+    started = [{int(line.split()[1][:-1]) for line in out.splitlines()
+                if ': starting ' in line} for out in outputs]
+    assert set.union(*started) == set(range(count))
+    assert sum(map(len, started)) == count and all(started), started
+    assert [(t.number, t.state.name) for t in trials] == [(n, 'COMPLETE') for n in range(count)]
+    for t in trials:
+        with open(os.path.join(t.user_attrs['work_dir'], 'train.out')) as f:
+            assert f.read().count('$ ') == 1
+
+
 def trial_argv(command):
     """A trial's stored command (``OMP_NUM_THREADS=k python ...``): ``(argv, env)``."""
     words = shlex.split(command)

@@ -3,13 +3,12 @@
 import csv
 import os
 import shutil
-import subprocess
 
 import pytest
 
 from mtrain.sweep.study import open_study
 
-from sweep_helpers import CONFIG, ENV, TIMEOUT, load, load_tool, sweep_command
+from sweep_helpers import CONFIG, check_shared, load, load_tool, run_workers, sweep_command
 from sweep_helpers import sweep_dir, sweep_tool  # noqa: F401  (fixtures)
 
 
@@ -31,25 +30,14 @@ def search(tmp_path_factory):
     """Two worker processes run one lr search of 4 trials on one study (shared by 2 tests)."""
     sweep_dir = str(tmp_path_factory.mktemp('search') / 'sweep')
     command = sweep_command(sweep_dir, SEARCH, '--trials', '4', '--pruner', 'none')
-    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=ENV) for _ in range(2)]
-    outputs = [w.communicate(timeout=TIMEOUT) for w in workers]
-    assert [w.returncode for w in workers] == [0, 0], [o[1][-2000:] for o in outputs]
-    return sweep_dir, command, [out for out, _ in outputs]
+    return sweep_dir, command, run_workers(command)
 
 
 @pytest.mark.slow
 def test_two_workers_on_one_study_share_the_trials(search):
     sweep_dir, _, outputs = search
-    started = [{int(line.split()[1][:-1]) for line in out.splitlines()
-                if ': starting ' in line} for out in outputs]
-    assert started[0].isdisjoint(started[1]) and started[0] | started[1] == {0, 1, 2, 3}
-    assert all(started)  # both worked
     trials = load(sweep_dir).trials
-    assert [(t.number, t.state.name) for t in trials] == [(n, 'COMPLETE') for n in range(4)]
-    for t in trials:
-        with open(os.path.join(t.user_attrs['work_dir'], 'train.out')) as f:
-            assert f.read().count('$ ') == 1  # run once
+    check_shared(outputs, trials, 4)
     # The sampler is seeded per trial, not per worker: no two workers draw the same values.
     assert len({t.params['optimizer.lr'] for t in trials}) == 4
 
