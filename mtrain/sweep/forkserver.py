@@ -26,6 +26,7 @@ server over a Unix socket.
 """
 
 import atexit
+import importlib
 import json
 import os
 import os.path as osp
@@ -88,8 +89,11 @@ class ForkServer:
         self._reader.start()
 
     @classmethod
-    def start(cls, train_script: str) -> Optional['ForkServer']:
-        """Fork the server (call while this process is one thread that has not computed)."""
+    def start(cls, train_script: str, preload: bool = True) -> Optional['ForkServer']:
+        """Fork the server (call while this process is one thread that has not computed).
+
+        ``preload``: import what a training run needs first (:func:`_preload`).
+        """
         torch = sys.modules.get('torch')
         if (not sys.platform.startswith('linux') or threading.active_count() > 1
                 or (torch is not None and torch.cuda.is_initialized())):
@@ -103,7 +107,7 @@ class ForkServer:
             ours.close()
             code = 1
             try:
-                code = _Server(theirs, parent, train_script).serve()
+                code = _Server(theirs, parent, train_script, preload).serve()
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
             finally:
@@ -156,8 +160,10 @@ class ForkServer:
 class _Server:
     """The fork server's loop (one thread): start trials, pass signals on, report ends."""
 
-    def __init__(self, sock: socket.socket, parent: int, train_script: str) -> None:
+    def __init__(self, sock: socket.socket, parent: int, train_script: str,
+                 preload: bool) -> None:
         self.sock, self.parent, self.train_script = sock, parent, train_script
+        self.preload = preload
         self.children: Dict[int, List[int]] = {}  # pid -> [key, SIGTERMs sent]
         self.pids: Dict[int, int] = {}  # key -> pid
         self.orphaned = False
@@ -169,9 +175,8 @@ class _Server:
         term_when_parent_dies()
         if os.getppid() != self.parent:
             return 1
-        runpy.run_path(self.train_script, run_name='mtrain_sweep_preload')
-        for name in ('torch._dynamo', 'optuna'):  # what building an optimizer, the hook import
-            __import__(name)
+        if self.preload:
+            _preload(self.train_script)
         while not (self.orphaned and not self.children):
             if self.orphaned:
                 self._term_all()
@@ -241,6 +246,16 @@ class _Server:
                 pass  # the sweep is gone
 
 
+def _preload(train_script: str) -> None:
+    """What every trial would import or set up first: the script's modules, ``torch._dynamo``
+    (building an optimizer imports it) and Optuna's database layer (the pruning hook's)."""
+    runpy.run_path(train_script, run_name='mtrain_sweep_preload')
+    __import__('torch._dynamo')
+    optuna = importlib.import_module('optuna')
+    storage = optuna.storages.RDBStorage('sqlite:///:memory:')  # SQLAlchemy's models set up
+    storage.engine.dispose()
+
+
 def _run_trial(message: Dict[str, Any], sock: socket.socket, train_script: str) -> None:
     """In the forked trial: become ``python train.py ARGS`` and exit with its status."""
     code = 1
@@ -258,9 +273,9 @@ def _run_trial(message: Dict[str, Any], sock: socket.socket, train_script: str) 
         os.chdir(message['cwd'])
         os.environ.clear()
         os.environ.update(message['env'])
-        threads = message['env'].get('OMP_NUM_THREADS')
-        if threads:
-            sys.modules['torch'].set_num_threads(int(threads))
+        threads, torch = message['env'].get('OMP_NUM_THREADS'), sys.modules.get('torch')
+        if threads and torch is not None:
+            torch.set_num_threads(int(threads))
         sys.argv = list(message['argv'])
         sys.path[0] = osp.dirname(osp.abspath(train_script))
         runpy.run_path(train_script, run_name='__main__')
