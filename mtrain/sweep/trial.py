@@ -69,12 +69,13 @@ def srun_command(spec: SweepSpec, number: int) -> List[str]:
     Each task reads its rank from ``SLURM_PROCID`` (``--launcher slurm``); the job step
     ends as a whole when one task fails (``--kill-on-bad-exit=1``).
     """
-    per_node = spec.gpus_per_node if spec.gpus_per_node is not None else min(
+    gpus = spec.gpus_per_node if spec.gpus_per_node is not None else min(
         spec.gpus_per_trial, 8)
     return ['srun', *(['-p', spec.partition] if spec.partition else []),
             f'--job-name={spec.study}_trial_{number}',
-            *([f'--gres=gpu:{per_node}'] if per_node else []),
-            f'--ntasks={spec.gpus_per_trial}', f'--ntasks-per-node={per_node or 1}',
+            *([f'--gres=gpu:{gpus}'] if gpus else []),  # 0: a CPU partition
+            f'--ntasks={spec.gpus_per_trial}',
+            f'--ntasks-per-node={gpus or min(spec.gpus_per_trial, 8)}',
             f'--cpus-per-task={spec.cpus_per_task}', '--kill-on-bad-exit=1',
             *shlex.split(spec.srun_args)]
 

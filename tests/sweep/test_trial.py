@@ -65,7 +65,7 @@ def test_a_slurm_trial_is_an_srun_job_step_of_one_task_per_gpu(tmp_path):
     assert options['optimizer.lr'] == 0.05
     spec.gpus_per_node, spec.cpus_per_task, spec.partition, spec.srun_args = 0, 2, None, ''
     assert trial_command(spec, 0, str(tmp_path), {})[:6] == [
-        'srun', '--job-name=s_trial_0', '--ntasks=16', '--ntasks-per-node=1',
+        'srun', '--job-name=s_trial_0', '--ntasks=16', '--ntasks-per-node=8',
         '--cpus-per-task=2', '--kill-on-bad-exit=1']  # a CPU partition: no --gres
 
 
