@@ -27,7 +27,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--out', help='where to write the converted config (default: stdout)')
     parser.add_argument('--allow-lossy', action='store_true',
                         help='exit 0 even when something could not be carried over exactly')
+    parser.add_argument('--metric-class', action='append', default=[], metavar='NAME=TYPE',
+                        help='to mmengine: the registered metric class that computes the 1.x '
+                        "metric NAME (e.g. mAP=MyBoxAP); repeatable")
     return parser.parse_args(argv)
+
+
+def metric_classes(pairs) -> dict:
+    """``['mAP=MyBoxAP']`` → ``{'mAP': 'MyBoxAP'}``; a malformed pair is a ConfigError."""
+    out = {}
+    for pair in pairs:
+        name, sep, kind = pair.partition('=')
+        if not (sep and name and kind):
+            raise ConfigError(f'--metric-class {pair!r}: expected NAME=TYPE, e.g. mAP=MyBoxAP')
+        out[name] = kind
+    return out
 
 
 def read_config(path: str) -> Config:
@@ -56,7 +70,8 @@ def read_config(path: str) -> Config:
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        converted, report = convert(read_config(args.config).to_dict(), args.to)
+        converted, report = convert(read_config(args.config).to_dict(), args.to,
+                                    metric_classes(args.metric_class))
     except ConfigError as e:
         print(f'error: {e.with_file(args.config)}', file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ mmengine's own scheduler classes (:class:`~mtrain.hooks.ParamSchedulerHook`).
 """
 
 import logging
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from ..utils.errors import ConfigError
 from .report import ConversionReport, Entry
@@ -43,8 +43,11 @@ def detect_schema(cfg: Dict[str, Any]) -> str:
     return 'mmengine' if engine else 'mmcv'
 
 
-def convert(cfg: Dict[str, Any], to: str) -> Tuple[Dict[str, Any], ConversionReport]:
+def convert(cfg: Dict[str, Any], to: str, metric_classes: Optional[Dict[str, str]] = None
+            ) -> Tuple[Dict[str, Any], ConversionReport]:
     """Convert ``cfg`` (either schema, ``_base_`` resolved) to the schema ``to``.
+
+    ``metric_classes`` (to mmengine): 1.x metric name → registered metric class.
 
     Raises:
         ValueError: ``to`` is neither ``'mmengine'`` nor ``'mmcv'``, or the
@@ -55,7 +58,7 @@ def convert(cfg: Dict[str, Any], to: str) -> Tuple[Dict[str, Any], ConversionRep
     source = detect_schema(cfg)
     if source == to:
         raise ValueError(f'the config already is in the {to} schema')
-    return to_mmengine(cfg) if to == 'mmengine' else to_mmcv(cfg)
+    return to_mmengine(cfg, metric_classes) if to == 'mmengine' else to_mmcv(cfg)
 
 
 def for_training(cfg: Dict[str, Any]) -> Dict[str, Any]:

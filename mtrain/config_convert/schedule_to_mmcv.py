@@ -3,7 +3,9 @@
 mmcv expresses one policy over the whole run plus an optional warmup, so a
 chain converts exactly when it is ``[warmup] + [one scheduler from step 0 to the
 end of the run]``: a ``LinearLR``/``ConstantLR`` by iteration from step 0 is the
-warmup (``warmup_iters = end - 1``), the rest maps by :data:`_LR_POLICY`. Any
+warmup (``warmup_iters = end - 1``), the rest maps by :data:`_LR_POLICY`. The chains
+``schedule_to_mmengine`` writes for one mmcv policy (Cyclic, OneCycle momentum, a step
+policy's ``min_lr``) are read back by :mod:`.schedule_composed`. Any
 other ``begin``/``end`` chain is reported lossy (the nearest policy is still
 written, for ``--allow-lossy``). See ``schedule_to_mmengine`` for why some
 values shift by one.
@@ -12,6 +14,8 @@ values shift by one.
 from typing import Any, Dict, List, Optional, Tuple
 
 from .report import ConversionReport
+from .schedule_composed import composed_policy
+from .table import NO_COUNTERPART
 
 Loop = Tuple[bool, int]
 
@@ -32,27 +36,58 @@ def lr_config(schedulers: List[dict], loop: Loop, report: ConversionReport,
 
     ``base_lr``: the one base lr of every param group, when there is one.
     """
+    return _policy_config(schedulers, loop, report, 'LR', base_lr)
+
+
+def momentum_config(schedulers: List[dict], loop: Loop, report: ConversionReport,
+                    optimizer: Optional[Dict[str, Any]] = None) -> Optional[dict]:
+    """The ``momentum_config`` for a list of momentum scheduler dicts (``None``: constant).
+
+    mtrain's momentum warmup multiplies by the LR warmup's factor (mmcv 1.7.2
+    divides; docs/migration.md), so the LR warmup's schedulers map onto it.
+    ``optimizer``: the converted optimizer (OneCycle's phases start from its momentum).
+    """
+    return _policy_config(schedulers, loop, report, 'Momentum', optimizer=optimizer)
+
+
+def _policy_config(schedulers: List[dict], loop: Loop, report: ConversionReport, kind: str,
+                   base_lr: Optional[float] = None,
+                   optimizer: Optional[Dict[str, Any]] = None) -> Optional[dict]:
+    """``[warmup] + [one policy]`` of ``kind`` ('LR' or 'Momentum'), the rest reported lossy."""
+    name, section = ('lr', 'lr_config') if kind == 'LR' else ('momentum', 'momentum_config')
     schedulers = [dict(s, _base_lr=base_lr) for s in schedulers]
     cfg: Dict[str, Any] = {}
-    if _is_exp_warmup(schedulers):
-        cfg.update(_exp_warmup(schedulers.pop(0), schedulers.pop(0), report))
-    elif len(schedulers) > 1 or (schedulers and _is_warmup(schedulers[0], last=False)):
-        if _is_warmup(schedulers[0], last=len(schedulers) == 1):
-            cfg.update(_warmup(schedulers.pop(0), report))
+    if _is_exp_warmup(schedulers, kind):
+        cfg.update(_exp_warmup(schedulers.pop(0), schedulers.pop(0), report, section))
+    elif len(schedulers) > 1 or (schedulers and _is_warmup(schedulers[0], False, kind)):
+        if _is_warmup(schedulers[0], len(schedulers) == 1, kind):
+            cfg.update(_warmup(schedulers.pop(0), report, section))
+    composed = composed_policy(schedulers, loop, kind, base_lr, optimizer) \
+        if len(schedulers) > 1 else None
+    if composed is not None:
+        report.exact('param_scheduler', f"{section}.policy='{composed['policy']}' (the chain "
+                     'the converter writes for it, read back)')
+        if cfg:
+            _warmup_commutes(composed, cfg, report, name)
+        return dict(**composed, **cfg)
     if len(schedulers) > 1:
-        report.lossy('param_scheduler', 'lr_config', f'{len(schedulers) + bool(cfg)} chained '
-                     'LR schedulers: mmcv has one policy plus a warmup; only the first is kept: '
-                     + ', '.join(s['type'] for s in schedulers))
+        report.lossy('param_scheduler', section, f'{len(schedulers) + bool(cfg)} chained '
+                     f'{kind} schedulers: mmcv has one policy plus a warmup; only the first '
+                     'is kept: ' + ', '.join(s['type'] for s in schedulers))
     if not schedulers:
+        if cfg and kind == 'Momentum':
+            report.lossy('param_scheduler', section, 'a momentum warmup with no momentum '
+                         "policy: mtrain's momentum warmup belongs to a policy hook")
+            return None
         return dict(policy='Fixed', **cfg) if cfg else None
-    main = _main(schedulers[0], loop, report, 'LR', 'lr')
+    main = _main(schedulers[0], loop, report, kind, name)
     if main is not None and cfg:
-        _warmup_commutes(main, cfg, report)
+        _warmup_commutes(main, cfg, report, name)
     return dict(**(main or dict(policy='Fixed')), **cfg)
 
 
 def _warmup_commutes(main: Dict[str, Any], warmup: Dict[str, Any],
-                     report: ConversionReport) -> None:
+                     report: ConversionReport, name: str = 'lr') -> None:
     """Report where mmcv's warmup × closed-form lr differs from mmengine's chained steps.
 
     mmengine's cosine and poly schedulers with a floor (and restarts) update the
@@ -62,11 +97,11 @@ def _warmup_commutes(main: Dict[str, Any], warmup: Dict[str, Any],
     comes at the end of epoch 1: exact if the warmup is over by then, which
     depends on the loader's length, not written in the config.
     """
-    floor = main.get('min_lr') or main.get('min_lr_ratio')
+    floor = main.get(f'min_{name}') or main.get(f'min_{name}_ratio')
     if main['policy'] == 'OneCycle':
         report.lossy('param_scheduler', 'lr_config', "mmengine's OneCycleLR overwrites the "
                      "warmup's lr; mmcv multiplies the warmup factor onto it")
-    elif main['policy'] in ('CosineRestart', ) or (floor and main['policy'] in (
+    elif main['policy'] in ('CosineRestart', 'cyclic') or (floor and main['policy'] in (
             'CosineAnnealing', 'poly')):
         when = (f"the warmup's {warmup['warmup_iters'] + 1} iterations outlast the first "
                 'epoch (exact only if an epoch has at least that many iterations, which the '
@@ -77,51 +112,55 @@ def _warmup_commutes(main: Dict[str, Any], warmup: Dict[str, Any],
                      f'closed-form lr; they differ when {when}')
 
 
-def momentum_config(schedulers: List[dict], loop: Loop,
-                    report: ConversionReport) -> Optional[dict]:
-    """The ``momentum_config`` for a list of momentum scheduler dicts."""
-    if not schedulers:
-        return None
-    if len(schedulers) > 1:
-        report.lossy('param_scheduler', 'momentum_config', 'chained momentum schedulers: mmcv '
-                     'has one momentum policy; only the first is kept')
-    return _main(dict(schedulers[0]), loop, report, 'Momentum', 'momentum')
+def _is_warmup(s: dict, last: bool, kind: str = 'LR') -> bool:
+    """A ``Linear*``/``Constant*`` from step 0 that stops: a warmup (by epoch too)."""
+    if s.get('begin', 0) != 0 or 'end' not in s:
+        return False
+    by_iter = not s.get('by_epoch', True)
+    if s.get('type') == f'Linear{kind}':
+        return (by_iter or s.get('convert_to_iter_based', False)) and not last and \
+            s.get('end_factor', 1.0) == 1.0 and s.get('start_factor', 1 / 3) != 1.0
+    return s.get('type') == f'Constant{kind}'
 
 
-def _is_warmup(s: dict, last: bool) -> bool:
-    by_iter = not s.get('by_epoch', True) and s.get('begin', 0) == 0 and 'end' in s
-    if s.get('type') == 'LinearLR':
-        return by_iter and s.get('end_factor', 1.0) == 1.0 and \
-            s.get('start_factor', 1 / 3) != 1.0 and not last
-    return s.get('type') == 'ConstantLR' and by_iter
-
-
-def _is_exp_warmup(schedulers: List[dict]) -> bool:
-    """``LinearLR`` acting at step 0 only, then ``ExponentialLR`` back to 1: mmcv's exp warmup."""
+def _is_exp_warmup(schedulers: List[dict], kind: str = 'LR') -> bool:
+    """``Linear*`` acting at step 0 only, then ``Exponential*`` back to 1: mmcv's exp warmup."""
     if len(schedulers) < 2:
         return False
     first, second = schedulers[0], schedulers[1]
     by_iter = all(not s.get('by_epoch', True) and s.get('begin', 0) == 0 for s in (first, second))
-    if not (by_iter and first.get('type') == 'LinearLR' and first.get('end') == 1
-            and second.get('type') == 'ExponentialLR' and second.get('end', 0) > 1):
+    if not (by_iter and first.get('type') == f'Linear{kind}' and first.get('end') == 1
+            and second.get('type') == f'Exponential{kind}' and second.get('end', 0) > 1):
         return False
     ratio, iters = first.get('start_factor', 1 / 3), second['end'] - 1
     return abs(ratio * second['gamma'] ** iters - 1) < 1e-9
 
 
-def _exp_warmup(first: dict, second: dict, report: ConversionReport) -> Dict[str, Any]:
-    report.exact('param_scheduler: LinearLR(end=1) + ExponentialLR', "lr_config.warmup='exp' "
-                 '(ratio × gamma ** t = ratio ** (1 - t / warmup_iters))')
+def _exp_warmup(first: dict, second: dict, report: ConversionReport,
+                section: str = 'lr_config') -> Dict[str, Any]:
+    report.exact(f"param_scheduler: {first['type']}(end=1) + {second['type']}",
+                 f"{section}.warmup='exp' (ratio × gamma ** t = ratio ** (1 - t / "
+                 'warmup_iters))')
     return dict(warmup='exp', warmup_iters=second['end'] - 1,
                 warmup_ratio=first.get('start_factor', 1 / 3))
 
 
-def _warmup(s: dict, report: ConversionReport) -> Dict[str, Any]:
-    kind = 'linear' if s['type'] == 'LinearLR' else 'constant'
+def _warmup(s: dict, report: ConversionReport, section: str = 'lr_config') -> Dict[str, Any]:
+    kind = 'linear' if s['type'].startswith('Linear') else 'constant'
     ratio = s.get('start_factor', 1 / 3) if kind == 'linear' else s.get('factor', 1 / 3)
-    report.exact(f"param_scheduler: {s['type']}", f"lr_config.warmup='{kind}' "
-                 '(warmup_iters = end - 1: mmengine reaches the full lr at end - 1)')
-    return dict(warmup=kind, warmup_iters=s['end'] - 1, warmup_ratio=ratio)
+    key = f"param_scheduler: {s['type']}"
+    if not s.get('by_epoch', True):
+        report.exact(key, f"{section}.warmup='{kind}' (warmup_iters = end - 1: mmengine "
+                     'reaches the full value at end - 1)')
+        return dict(warmup=kind, warmup_iters=s['end'] - 1, warmup_ratio=ratio)
+    if kind == 'constant' and not s.get('convert_to_iter_based', False):
+        report.exact(key, f"{section}.warmup='constant', warmup_by_epoch=True "
+                     '(warmup_iters = end - 1 epochs)')
+        return dict(warmup=kind, warmup_iters=s['end'] - 1, warmup_ratio=ratio,
+                    warmup_by_epoch=True)
+    report.lossy(key, f"{section}.warmup='{kind}', warmup_by_epoch=True",
+                 NO_COUNTERPART[f"warmup_by_epoch ('{kind}')"])
+    return dict(warmup=kind, warmup_iters=s['end'], warmup_ratio=ratio, warmup_by_epoch=True)
 
 
 def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
@@ -139,11 +178,16 @@ def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
     loop_by_epoch, length = loop
     run_end = length if by_epoch == loop_by_epoch else None
     s.pop('verbose', None)
+    base = stype[:-len(kind)] if stype.endswith(kind) else stype
+    if begin == -1 and end is None and base in ('Poly', 'Linear'):
+        # What schedule_to_mmengine writes for a whole run by iteration in an epoch loop:
+        # the Runner fills in end = max_iters, so end - begin - 1 = max_iters, mmcv's
+        # closed form. Stated to the builders as "ends one step after the run's end".
+        begin, end, run_end = 0, 0, -1
     if begin != 0 and stype == 'CosineAnnealingLR' and run_end is not None:
         return _flat_cosine(s, begin, end, run_end, by_epoch, report, key)
     if begin != 0:
         report.lossy(key, 'lr_config', f'begin={begin}: mmcv policies start at step 0')
-    base = stype[:-len(kind)] if stype.endswith(kind) else stype
     builder = _BUILDERS.get(base)
     if kind == 'Momentum' and base not in ('Step', 'MultiStep', 'CosineAnnealing', 'Linear'):
         builder = None

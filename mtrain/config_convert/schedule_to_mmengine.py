@@ -25,6 +25,7 @@ Example::
 from typing import Any, Dict, List, Optional, Tuple
 
 from .report import ConversionReport
+from .schedule_cycles import cyclic, one_cycle_momentum
 from .table import NO_COUNTERPART
 
 #: ``(by_epoch runner?, max_epochs or max_iters)``
@@ -48,39 +49,61 @@ def lr_schedulers(lr_config: Dict[str, Any], loop: Loop, report: ConversionRepor
     by_epoch = cfg.pop('by_epoch', policy != 'OneCycle')
     warmup = _warmup(cfg, report)
     main = _lr_main(policy, cfg, by_epoch, loop, report)
-    floor = cfg.get('min_lr') or cfg.get('min_lr_ratio')
-    if warmup and (policy in ('OneCycle', 'CosineRestart') or
-                   (floor and policy in ('CosineAnnealing', 'Poly', 'FlatCosineAnnealing'))):
-        report.lossy('lr_config.warmup', 'param_scheduler',
-                     f'a warmup under {policy}' + (' with a floor' if floor else '') +
-                     ': mmengine chains schedulers by updating the current lr, mmcv multiplies '
-                     'the warmup factor onto the closed-form lr; the two differ while both act')
+    _check_warmup_commutes(warmup, policy, cfg, 'lr', report)
     return warmup + main
 
 
-def _warmup(cfg: Dict[str, Any], report: ConversionReport) -> List[dict]:
-    kind = cfg.pop('warmup', None)
+def _warmup(cfg: Dict[str, Any], report: ConversionReport, kind: str = 'LR',
+            default_ratio: float = 0.1) -> List[dict]:
+    """The warmup schedulers; ``kind='Momentum'`` for mtrain's momentum warmup, which
+    multiplies the momentum by the same factor an LR warmup would (mmcv 1.7.2 divides by
+    it; docs/migration.md), so the same schedulers carry it."""
+    section = 'lr_config' if kind == 'LR' else 'momentum_config'
+    warmup = cfg.pop('warmup', None)
     iters = cfg.pop('warmup_iters', 0)
-    ratio = cfg.pop('warmup_ratio', 0.1)
-    if cfg.pop('warmup_by_epoch', False) and kind is not None:
-        report.lossy('lr_config.warmup_by_epoch', 'param_scheduler',
-                     NO_COUNTERPART['warmup_by_epoch'])
-    if kind is None:
+    ratio = cfg.pop('warmup_ratio', default_ratio)
+    if warmup is None:
+        cfg.pop('warmup_by_epoch', None)
         return []
-    if kind == 'exp':
+    if kind == 'Momentum':
+        report.note(f'{section}.warmup', 'param_scheduler', "mtrain's momentum warmup "
+                    'multiplies by the warmup factor (mmcv 1.7.2 divides, docs/migration.md); '
+                    "the schedulers below give mtrain's numbers")
+    if cfg.pop('warmup_by_epoch', False):
+        return _warmup_by_epoch(warmup, iters, ratio, kind, section, report)
+    if warmup == 'exp':
         # mmcv: ratio ** (1 - t / W) = ratio * gamma ** t with gamma = ratio ** (-1 / W):
         # a LinearLR acting at step 0 only (× ratio, kept), then × gamma for steps 1..W.
-        report.exact("lr_config.warmup='exp'", 'param_scheduler[0:2]: LinearLR(end=1) '
-                     '× ExponentialLR(gamma=warmup_ratio ** (-1 / warmup_iters))')
-        return [dict(type='LinearLR', start_factor=ratio, end_factor=ratio, by_epoch=False,
-                     begin=0, end=1),
-                dict(type='ExponentialLR', gamma=ratio ** (-1 / iters), by_epoch=False,
+        report.exact(f"{section}.warmup='exp'", f'param_scheduler: Linear{kind}(end=1) '
+                     f'× Exponential{kind}(gamma=warmup_ratio ** (-1 / warmup_iters))')
+        return [dict(type=f'Linear{kind}', start_factor=ratio, end_factor=ratio,
+                     by_epoch=False, begin=0, end=1),
+                dict(type=f'Exponential{kind}', gamma=ratio ** (-1 / iters), by_epoch=False,
                      begin=0, end=iters + 1)]
-    report.exact(f"lr_config.warmup='{kind}'", 'param_scheduler[0]')
-    if kind == 'linear':
-        return [dict(type='LinearLR', start_factor=ratio, by_epoch=False, begin=0,
+    report.exact(f"{section}.warmup='{warmup}'", f'param_scheduler: '
+                 f"{'Linear' if warmup == 'linear' else 'Constant'}{kind}")
+    if warmup == 'linear':
+        return [dict(type=f'Linear{kind}', start_factor=ratio, by_epoch=False, begin=0,
                      end=iters + 1)]
-    return [dict(type='ConstantLR', factor=ratio, by_epoch=False, begin=0, end=iters + 1)]
+    return [dict(type=f'Constant{kind}', factor=ratio, by_epoch=False, begin=0,
+                 end=iters + 1)]
+
+
+def _warmup_by_epoch(warmup: str, epochs: int, ratio: float, kind: str, section: str,
+                     report: ConversionReport) -> List[dict]:
+    """A warmup over ``epochs`` epochs: exact for 'constant' (a factor per epoch); 'linear'
+    and 'exp' change every iteration over ``epochs * epoch_length``, which the config does
+    not state (``convert_to_iter_based`` gives LinearLR one iteration fewer)."""
+    key = f'{section}.warmup_by_epoch'
+    if warmup == 'constant':
+        report.exact(key, f'Constant{kind}(by_epoch=True, end=warmup_iters + 1)')
+        return [dict(type=f'Constant{kind}', factor=ratio, by_epoch=True, begin=0,
+                     end=epochs + 1)]
+    report.lossy(key, 'param_scheduler', NO_COUNTERPART[f"warmup_by_epoch ('{warmup}')"])
+    if warmup != 'linear':
+        return []
+    return [dict(type=f'Linear{kind}', start_factor=ratio, by_epoch=True, begin=0, end=epochs,
+                 convert_to_iter_based=True)]
 
 
 def _span(by_epoch: bool, loop: Loop, report: ConversionReport, key: str,
@@ -93,9 +116,11 @@ def _span(by_epoch: bool, loop: Loop, report: ConversionReport, key: str,
         return None
     if by_epoch == loop_by_epoch:
         return dict(by_epoch=by_epoch, begin=0, end=length + extra)
-    if extra:  # by iteration inside an epoch loop: the length is unknown until run time
-        return None
-    return dict(by_epoch=False, begin=0)  # end: mmengine's Runner fills in max_iters
+    # By iteration inside an epoch loop: mmengine's Runner fills in end = max_iters. A
+    # scheduler reaching its end value at end - begin - 1 gets the one step more from
+    # begin=-1: it still starts at step 0 (its own count starts with the run's), and
+    # end - begin - 1 = max_iters, as mmcv's closed form.
+    return dict(by_epoch=False, begin=-extra)
 
 
 def _lr_main(policy: str, cfg: Dict[str, Any], by_epoch: bool, loop: Loop,
@@ -118,13 +143,40 @@ def _step(cfg, by_epoch, loop, report, key, kind='LR', gamma_default=0.1):
     span = _span(by_epoch, loop, report, key)
     if span is None:
         return []
-    if cfg.get(f'min_{"lr" if kind == "LR" else "momentum"}') is not None:
-        report.lossy(key + '.min', 'param_scheduler', 'StepLR/MultiStepLR have no floor')
     step, gamma = cfg['step'], cfg.get('gamma', gamma_default)
+    floor = cfg.get(f'min_{"lr" if kind == "LR" else "momentum"}')
+    if floor is not None:
+        base = cfg.get('_base_lr') if kind == 'LR' else None  # momentum: no one base known
+        return _step_with_floor(step, gamma, floor, base, span, report, key, kind)
     report.exact(key, f'{"Step" if isinstance(step, int) else "MultiStep"}{kind}')
     if isinstance(step, int):
         return [dict(type=f'Step{kind}', step_size=step, gamma=gamma, **span)]
     return [dict(type=f'MultiStep{kind}', milestones=list(step), gamma=gamma, **span)]
+
+
+def _step_with_floor(step, gamma, floor, base, span, report, key, kind):
+    """mmcv: ``max(base * gamma ** k, min_lr)``. With one base lr for every group the floor
+    is a milestone: MultiStepLR up to the last decay that stays above it, then one more
+    step of ``gamma = min_lr / lr``, landing on it. Per-group base lrs reach an absolute
+    floor at different milestones, which one scheduler cannot say."""
+    nearest = dict(type=f'Step{kind}', step_size=step) if isinstance(step, int) else \
+        dict(type=f'MultiStep{kind}', milestones=list(step))
+    if isinstance(step, int):  # every `step`: the milestones within the run
+        step = list(range(step, span['end'], step)) if 'end' in span else None
+    if base is None or step is None or base < floor or gamma > 1:
+        report.lossy(key + '.min', 'param_scheduler', f'Step{kind}/MultiStep{kind} have no '
+                     'floor: exact only with one base lr for every param group and a known '
+                     'run length (min_lr becomes a milestone)')
+        return [dict(nearest, gamma=gamma, **span)]
+    above = [m for i, m in enumerate(step) if base * gamma ** (i + 1) >= floor]
+    report.exact(key, f'MultiStep{kind}, then MultiStep{kind}(gamma=min_lr / lr) at the '
+                 'milestone where mmcv clamps to min_lr')
+    out = [dict(type=f'MultiStep{kind}', milestones=above, gamma=gamma, **span)]
+    if len(above) < len(step):
+        landing = floor / (base * gamma ** len(above))
+        out.append(dict(type=f'MultiStep{kind}', milestones=[step[len(above)]],
+                        gamma=landing, **span))
+    return out
 
 
 def _exp(cfg, by_epoch, loop, report, key):
@@ -138,10 +190,9 @@ def _exp(cfg, by_epoch, loop, report, key):
 def _poly(cfg, by_epoch, loop, report, key):
     span = _span(by_epoch, loop, report, key, extra=1)
     if span is None:
-        report.lossy(key, 'param_scheduler', 'poly by iteration under EpochBasedRunner: '
-                     "PolyLR needs end = max_iters + 1, which the config does not state")
         return []
-    report.exact(key, 'PolyLR (end = max + 1: PolyLR reaches eta_min at end - 1)')
+    report.exact(key, 'PolyLR (end = max + 1, or begin=-1 when the Runner fills in end: '
+                 'PolyLR reaches eta_min at end - begin - 1)')
     return [dict(type='PolyLR', power=cfg.get('power', 1.), eta_min=cfg.get('min_lr', 0.),
                  **span)]
 
@@ -206,12 +257,19 @@ def _one_cycle(cfg, by_epoch, loop, report, key):
 
 def _linear(cfg, by_epoch, loop, report, key, kind='LR', name='lr'):
     span = _span(by_epoch, loop, report, key, extra=1)
-    ratio = cfg.get(f'min_{name}_ratio')
-    if span is None or (ratio is None and cfg.get(f'min_{name}')):
-        report.lossy(key, '(dropped)', f'Linear{kind} scales by a factor: exact only for '
-                     f'min_{name}_ratio (or min_{name}=0) and a known run length')
+    if span is None:
         return []
-    report.exact(key, f'Linear{kind} (end = max + 1: it reaches end_factor at end - 1)')
+    ratio = cfg.get(f'min_{name}_ratio')
+    if ratio is None and cfg.get(f'min_{name}'):  # an absolute floor: a factor of one base
+        base = cfg.get('_base_lr') if kind == 'LR' else None
+        if base is None:
+            report.lossy(key, '(dropped)', f'Linear{kind} scales by a factor: an absolute '
+                         f'min_{name} is one factor only when every param group has the same '
+                         f'base {name}')
+            return []
+        ratio = cfg[f'min_{name}'] / base
+    report.exact(key, f'Linear{kind} (end = max + 1, or begin=-1: it reaches end_factor at '
+                 'end - begin - 1)')
     return [dict(type=f'Linear{kind}', start_factor=1.0, end_factor=ratio or 0., **span)]
 
 
@@ -230,27 +288,53 @@ def _flat_cosine(cfg, by_epoch, loop, report, key):
                  by_epoch=span['by_epoch'], begin=start, end=span['end'])]
 
 
-_LR_BUILDERS = {'Fixed': _fixed, 'FlatCosineAnnealing': _flat_cosine, 'Step': _step,
-                'Exp': _exp, 'Poly': _poly,
+def _cyclic(cfg, by_epoch, loop, report, key):
+    return cyclic(cfg, loop, report, key)
+
+
+_LR_BUILDERS = {'Fixed': _fixed, 'Cyclic': _cyclic, 'FlatCosineAnnealing': _flat_cosine,
+                'Step': _step, 'Exp': _exp, 'Poly': _poly,
                 'CosineAnnealing': _cosine, 'CosineRestart': _restart, 'OneCycle': _one_cycle,
                 'LinearAnnealing': _linear}
 
 
-def momentum_schedulers(momentum_config: Dict[str, Any], loop: Loop,
-                        report: ConversionReport) -> List[dict]:
-    """The momentum schedulers for ``momentum_config``."""
+def _check_warmup_commutes(warmup: List[dict], policy: str, cfg: Dict[str, Any], name: str,
+                           report: ConversionReport) -> None:
+    """Report a warmup whose product with the policy does not commute in mmengine's chain."""
+    floor = cfg.get(f'min_{name}') or cfg.get(f'min_{name}_ratio')
+    if warmup and (policy in ('OneCycle', 'CosineRestart', 'Cyclic') or
+                   (floor and policy in ('CosineAnnealing', 'Poly', 'FlatCosineAnnealing'))):
+        section = 'lr_config' if name == 'lr' else 'momentum_config'
+        report.lossy(f'{section}.warmup', 'param_scheduler',
+                     f'a warmup under {policy}' + (' with a floor' if floor else '') +
+                     f': mmengine chains schedulers by updating the current {name}, mmcv '
+                     'multiplies the warmup factor onto the closed-form value; the two differ '
+                     'while both act')
+
+
+def momentum_schedulers(momentum_config: Dict[str, Any], loop: Loop, report: ConversionReport,
+                        optimizer: Optional[Dict[str, Any]] = None) -> List[dict]:
+    """The momentum schedulers for ``momentum_config`` (warmup first).
+
+    ``optimizer``: the converted optimizer dict; OneCycle writes its start value there.
+    """
     cfg = dict(momentum_config)
     policy = policy_name(cfg.pop('policy', 'Fixed'))
     by_epoch = cfg.pop('by_epoch', True)
     key = f"momentum_config.policy='{policy}'"
-    if cfg.get('warmup') is not None:
-        report.lossy('momentum_config.warmup', '(dropped)', NO_COUNTERPART['momentum warmup'])
+    warmup = _warmup(cfg, report, 'Momentum', default_ratio=0.9)
+    _check_warmup_commutes(warmup, 'Cyclic' if policy == 'OneCycle' else policy, cfg,
+                           'momentum', report)
     if policy == 'Step':
-        return _step(cfg, by_epoch, loop, report, key, 'Momentum', gamma_default=0.5)
+        return warmup + _step(cfg, by_epoch, loop, report, key, 'Momentum', gamma_default=0.5)
     if policy == 'CosineAnnealing':
-        return _cosine(cfg, by_epoch, loop, report, key, 'Momentum', 'momentum')
+        return warmup + _cosine(cfg, by_epoch, loop, report, key, 'Momentum', 'momentum')
     if policy == 'LinearAnnealing':
-        return _linear(cfg, by_epoch, loop, report, key, 'Momentum', 'momentum')
+        return warmup + _linear(cfg, by_epoch, loop, report, key, 'Momentum', 'momentum')
+    if policy == 'Cyclic':
+        return warmup + cyclic(cfg, loop, report, key, 'Momentum', (0.85 / 0.95, 1.))
+    if policy == 'OneCycle':
+        return warmup + one_cycle_momentum(cfg, loop, report, key, optimizer)
     report.lossy(key, '(dropped)', NO_COUNTERPART.get(
         f'{policy} momentum', f"'{policy}' momentum has no mmengine scheduler"))
-    return []
+    return warmup

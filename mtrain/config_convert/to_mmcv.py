@@ -139,10 +139,12 @@ def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport,
     clip = wrapper.pop('clip_grad', None)
     if clip is not None:
         clip = dict(clip)
-        if clip.pop('type', 'norm') != 'norm':
-            report.lossy('optim_wrapper.clip_grad.type', '(dropped)', 'mmcv clips by norm only')
-        hook['grad_clip'] = clip
-        report.exact('optim_wrapper.clip_grad', 'optimizer_config.grad_clip')
+        if clip.pop('type', 'norm') != 'norm':  # clip_value is no clip_grad_norm_ argument
+            report.lossy('optim_wrapper.clip_grad', '(dropped)', 'mmcv 1.x (and mtrain) clip '
+                         'gradients by norm only; clipping by value is left out')
+        else:
+            hook['grad_clip'] = clip
+            report.exact('optim_wrapper.clip_grad', 'optimizer_config.grad_clip')
     out['optimizer_config'] = hook
     if kind == 'AmpOptimWrapper':
         out['fp16'] = dict(loss_scale=wrapper.pop('loss_scale', 'dynamic'))
@@ -191,7 +193,7 @@ def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
         return
     lr, momentum = sched.split_schedulers(schedulers)
     lr_config = sched.lr_config(lr, loop, report, uniform_base_lr(out.get('optimizer')))
-    momentum_config = sched.momentum_config(momentum, loop, report)
+    momentum_config = sched.momentum_config(momentum, loop, report, out.get('optimizer'))
     if lr_config is not None:
         out['lr_config'] = lr_config
     if momentum_config is not None:

@@ -7,7 +7,7 @@ mmengine counterparts; whatever is left is a helper variable (``data_root``,
 """
 
 import copy
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from ..defaults import (BY_EPOCH_KEYS, MMCV_CHECKPOINT, RUNNER_LENGTH_KEY, RUNNER_LOOP,
                         fill_runner_defaults, runner_by_epoch)
@@ -28,8 +28,13 @@ _SAME = ('model', 'work_dir', 'log_level', 'auto_scale_lr', 'custom_imports', 'c
          'find_unused_parameters', 'sync_bn', 'load_from')
 
 
-def to_mmengine(cfg: Dict[str, Any]) -> Tuple[Dict[str, Any], ConversionReport]:
-    """Convert a resolved mmcv 1.x config dict; returns ``(mmengine dict, report)``."""
+def to_mmengine(cfg: Dict[str, Any], metric_classes: Optional[Dict[str, str]] = None
+                ) -> Tuple[Dict[str, Any], ConversionReport]:
+    """Convert a resolved mmcv 1.x config dict; returns ``(mmengine dict, report)``.
+
+    ``metric_classes``: 1.x metric name → the registered metric class computing it
+    (:func:`~.evaluation.metric_to_evaluator`).
+    """
     src = copy.deepcopy(dict(cfg))
     report = ConversionReport('mmcv 1.x', 'mmengine')
     out: Dict[str, Any] = {}
@@ -42,7 +47,7 @@ def to_mmengine(cfg: Dict[str, Any]) -> Tuple[Dict[str, Any], ConversionReport]:
     _data(src, out, report)
     _optim(src, out, report)
     _schedules(src, out, loop, report, base_lr)
-    _evaluation(src, out, loop, report)
+    _evaluation(src, out, loop, report, metric_classes)
     _hooks(src, out, loop, report)
     _environment(src, out, report)
     for key in _MTRAIN_ONLY:
@@ -190,13 +195,14 @@ def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     if src.get('lr_config') is not None:
         schedulers += sched.lr_schedulers(src['lr_config'], loop, report, base_lr)
     if src.get('momentum_config') is not None:
-        schedulers += sched.momentum_schedulers(src['momentum_config'], loop, report)
+        schedulers += sched.momentum_schedulers(src['momentum_config'], loop, report,
+                                                out.get('optim_wrapper', {}).get('optimizer'))
     src.pop('lr_config', None), src.pop('momentum_config', None)
     out['param_scheduler'] = schedulers
 
 
 def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
-                report: ConversionReport) -> None:
+                report: ConversionReport, metric_classes: Optional[Dict[str, str]]) -> None:
     workflow = [tuple(w) for w in src.pop('workflow', [('train', 1)])]
     if any(mode == 'val' for mode, _ in workflow):
         report.lossy('workflow', '(dropped)', "('val', N) phases (val losses after training "
@@ -221,7 +227,8 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     if loop[1] % interval:
         report.lossy('evaluation.interval', 'train_cfg.val_interval', 'mmengine also '
                      f'validates after the last step ({loop[1]}), mmcv does not')
-    evaluator = metric_to_evaluator(evaluation.pop('metric', 'accuracy'), report)
+    evaluator = metric_to_evaluator(evaluation.pop('metric', 'accuracy'), report,
+                                    metric_classes)
     if evaluator is None:
         for split in ('val', 'test'):
             out.pop(f'{split}_dataloader', None)
@@ -233,7 +240,7 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
         if key in evaluation:
             value = evaluation.pop(key)
             if key == 'save_best' and isinstance(value, str) and value != 'auto':
-                value = save_best_key(value, 'mmengine')
+                value = save_best_key(value, 'mmengine', evaluator)
             out.setdefault('_checkpoint_extra', {})[key] = value
             report.note(f'evaluation.{key}', f'default_hooks.checkpoint.{key}', 'metric names '
                         "differ: mtrain 'accuracy' is mmengine's Accuracy 'accuracy/top1'; "

@@ -48,33 +48,37 @@ class ToyDetDataset(Dataset):
     def evaluate(self, results, metric='mAP', logger=None, iou_thr=0.5):
         assert metric == 'mAP', metric
         assert len(results) == len(self), (len(results), len(self))
-        aps = [self._average_precision(results, c, iou_thr) for c in range(NUM_CLASSES)]
+        aps = [average_precision(results, self.labels, self.boxes, c, iou_thr)
+               for c in range(NUM_CLASSES)]
         out = OrderedDict(mAP=float(np.mean(aps)))
         out.update((f'AP_{name}', ap) for name, ap in zip(self.CLASSES, aps))
         if logger is not None:
             logger.info(f'mAP@{iou_thr}: {out["mAP"]:.4f}')
         return out
 
-    def _average_precision(self, results, cls, iou_thr):
-        dets = sorted(((float(d[4]), i, d[:4]) for i, res in enumerate(results)
-                       for d in res[cls]), key=lambda det: -det[0])
-        positives = int((self.labels == cls).sum())
-        matched, hits = set(), []
-        for _, i, box in dets:
-            hit = (self.labels[i] == cls and i not in matched
-                   and _iou(box, self.boxes[i].numpy()) >= iou_thr)
-            if hit:
-                matched.add(i)
-            hits.append(hit)
-        tp = np.cumsum(hits)
-        recall = tp / max(positives, 1)
-        precision = tp / np.arange(1, len(hits) + 1)
-        # all-point interpolation (VOC 'area')
-        prec = np.concatenate([[0.0], precision, [0.0]])
-        rec = np.concatenate([[0.0], recall, [1.0]])
-        prec = np.maximum.accumulate(prec[::-1])[::-1]
-        steps = np.where(rec[1:] != rec[:-1])[0]
-        return float(np.sum((rec[steps + 1] - rec[steps]) * prec[steps + 1]))
+
+def average_precision(results, labels, boxes, cls, iou_thr=0.5):
+    """VOC all-point AP of class ``cls``: ``results`` one per image as :class:`ToyDetector`
+    returns them, ``labels``/``boxes`` the images' one object each (original scale)."""
+    dets = sorted(((float(d[4]), i, d[:4]) for i, res in enumerate(results)
+                   for d in res[cls]), key=lambda det: -det[0])
+    positives = int((labels == cls).sum())
+    matched, hits = set(), []
+    for _, i, box in dets:
+        hit = (labels[i] == cls and i not in matched
+               and _iou(box, boxes[i].numpy()) >= iou_thr)
+        if hit:
+            matched.add(i)
+        hits.append(hit)
+    tp = np.cumsum(hits)
+    recall = tp / max(positives, 1)
+    precision = tp / np.arange(1, len(hits) + 1)
+    # all-point interpolation (VOC 'area')
+    prec = np.concatenate([[0.0], precision, [0.0]])
+    rec = np.concatenate([[0.0], recall, [1.0]])
+    prec = np.maximum.accumulate(prec[::-1])[::-1]
+    steps = np.where(rec[1:] != rec[:-1])[0]
+    return float(np.sum((rec[steps + 1] - rec[steps]) * prec[steps + 1]))
 
 
 def _iou(a, b):

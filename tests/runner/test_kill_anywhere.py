@@ -7,17 +7,23 @@ batch processor × processes (2**7 = 128 combinations), each killed after an ite
 write (``kill_hook.py``). Compared: the last checkpoint's weights, optimizer, hook states
 and progress, the best checkpoints (names and weights) and the ``*.log.json`` val lines.
 
-At the end: rows for loaders the user builds (``user_loader_job.py``, always run) and a
-second resume after a geometry change.
+Extra rows (``_extra_rows``) reach states the product does not: a layer unfrozen mid-run
+(``unfreeze_hook.py``), EMA with ``save_best``, accumulation resumed on more processes, an
+optimizer rollback under per-iteration LR and momentum schedules (``rollback_hook.py``),
+and DVCLive and MLflow trackers killed after logging past a mid-epoch checkpoint
+(``tracker_records.py``). At the end: rows for loaders the user builds
+(``user_loader_job.py``, always run) and a second resume after a geometry change.
 
-CI runs a seeded sample of ``SAMPLE`` combinations (the seed is in each test id; set
-``MTRAIN_MATRIX_SEED`` to repeat one). The whole matrix, about 7 minutes on 2 cores::
+CI runs a seeded sample of ``SAMPLE`` combinations, one of them an extra row (the seed is in
+each test id; set ``MTRAIN_MATRIX_SEED`` to repeat one). The whole matrix, all 128
+combinations and every extra row (143 tests), about 5 minutes on 2 cores::
 
     MTRAIN_FULL_MATRIX=1 python -m pytest -q tests/runner/test_kill_anywhere.py
 """
 
 import itertools
 import json
+import math
 import os
 import os.path as osp
 import random
@@ -31,6 +37,7 @@ HERE = osp.dirname(osp.abspath(__file__))
 sys.path.insert(0, HERE)  # kill_hook, imported by the runs through custom_imports
 sys.path.insert(0, osp.join(osp.dirname(HERE), 'parallel'))
 from dist_launch import launch, load_tool  # noqa: E402
+from tracker_records import HOOKS as TRACKER_HOOKS, mlflow_env, tracker_records  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -54,6 +61,13 @@ def _extra_rows():
         # killed on 1 process inside a window, resumed on 2: the run's end moves (7
         # iterations an epoch instead of 14) and its last window is cut there
         ({**base, 'accumulate': 4, 'resume_procs': 2}, 'iter:20'),
+        # on 2 processes (7 iterations an epoch), per-iteration cosine LR and momentum, clipping:
+        # a snapshot before iteration 10, in epoch_2.pth (iter 14), loaded back with
+        # optimizer.load_state_dict before iteration 18; killed after iteration 20
+        ({**base, 'accumulate': 1, 'procs': 2, 'snapshot': 10, 'rollback': 18}, 'iter:20'),
+        # DVCLive and MLflow (file store) offline, a line every 5 iterations, checkpoints
+        # every 6: killed after 22, the trackers hold step 19, past iter_18.pth (mid-epoch 2)
+        ({**base, 'accumulate': 1, 'eval': True, 'tracker': True}, 'iter:22'),
     ]
 
 
@@ -100,10 +114,24 @@ def _config(combo, path) -> str:
         custom.append("dict(type='EMAHook', momentum=0.1, warm_up=2)")
     if combo['processor'] == 'Multi':
         lines.append("batch_processor = dict(type='MultiBatchProcessor')")
+    imports = ['kill_hook']
     if combo.get('unfreeze'):
-        lines.append("custom_imports = dict(imports=['kill_hook', 'unfreeze_hook'], "
-                     "allow_failed_imports=False)")
+        imports.append('unfreeze_hook')
         custom.append(f"dict(type='UnfreezeAtHook', at={combo['unfreeze']})")
+    if combo.get('rollback'):
+        imports.append('rollback_hook')
+        lines += ["lr_config = dict(_delete_=True, policy='CosineAnnealing', min_lr=0.001, "
+                  "by_epoch=False, warmup='linear', warmup_iters=4, warmup_ratio=0.1)",
+                  "momentum_config = dict(policy='CosineAnnealing', min_momentum_ratio=0.5, "
+                  "by_epoch=False)",
+                  'optimizer_config = dict(_delete_=True, grad_clip=dict(max_norm=0.5))']
+        custom.append(f"dict(type='RollbackAtHook', snapshot_at={combo['snapshot']}, "
+                      f"rollback_at={combo['rollback']}, priority='HIGHEST')")
+    if combo.get('tracker'):
+        lines += ['checkpoint_config = dict(interval=6, by_epoch=False)',
+                  "log_config = dict(interval=5, hooks=[dict(type='TextLoggerHook'), "
+                  f'{TRACKER_HOOKS}])']
+    lines.append(f'custom_imports = dict(imports={imports!r}, allow_failed_imports=False)')
     lines.append(f"custom_hooks = [{', '.join(custom)}]")
     with open(path, 'w') as f:
         f.write('\n'.join(lines) + '\n')
@@ -122,7 +150,8 @@ def _warm_up():
         (weight * 2).sum().backward()
 
 
-def _job(rank, argv, kill_at):
+def _job(rank, argv, kill_at, env):
+    os.environ.update(env)
     if kill_at:
         os.environ['MTRAIN_KILL_AT'] = kill_at
     code = TRAIN.main(argv)
@@ -130,11 +159,11 @@ def _job(rank, argv, kill_at):
         raise SystemExit(f'train.py exited with {code}')
 
 
-def _train(config, work_dir, procs, kill_at=None, resume=False):
+def _train(config, work_dir, procs, kill_at=None, resume=False, env=None):
     argv = [config, '--work-dir', str(work_dir)] + (['--auto-resume'] if resume else [])
     if procs > 1:
         argv += ['--launcher', 'pytorch']
-    codes, _ = launch(_job, argv, kill_at, world_size=procs, timeout=300, init=False)
+    codes, _ = launch(_job, argv, kill_at, env or {}, world_size=procs, timeout=300, init=False)
     return codes
 
 
@@ -193,17 +222,22 @@ def _id(case):
 
 
 @pytest.mark.parametrize('case', _cases())
-def test_killed_and_auto_resumed_run_ends_bitwise_as_the_uninterrupted_one(tmp_path, case):
+def test_killed_and_auto_resumed_run_ends_bitwise_as_the_uninterrupted_one(tmp_path, case,
+                                                                         monkeypatch):
     combo, kill_at = case
     config = _config(combo, tmp_path / 'cfg.py')
     if combo.get('resume_procs'):
         return _check_resume_on_other_procs(config, tmp_path, combo, kill_at)
-    assert _train(config, tmp_path / 'reference', combo['procs']) == [0] * combo['procs']
-    codes = _train(config, tmp_path / 'run', combo['procs'], kill_at)
+    if combo.get('tracker'):
+        return _check_trackers(config, tmp_path, kill_at, monkeypatch)
+    reference, run, procs = tmp_path / 'reference', tmp_path / 'run', combo['procs']
+    assert _train(config, reference, procs) == [0] * procs
+    codes = _train(config, run, procs, kill_at)
     assert set(codes) <= {0, -9}, codes  # killed, or finished before the kill point
-    resumed = _train(config, tmp_path / 'run', combo['procs'], resume=True)
-    assert resumed == [0] * combo['procs']
-    _assert_equal(_outcome(tmp_path / 'run'), _outcome(tmp_path / 'reference'), 'outcome')
+    assert _train(config, run, procs, resume=True) == [0] * procs
+    _assert_equal(_outcome(run), _outcome(reference), 'outcome')
+    if combo.get('rollback'):
+        _check_schedules_followed_the_rollback(reference)
 
 
 def _check_resume_on_other_procs(config, tmp_path, combo, kill_at):
@@ -229,6 +263,39 @@ def _check_resume_on_other_procs(config, tmp_path, combo, kill_at):
     _assert_equal(outcome, _outcome(clean), 'outcome')
     assert name == 'epoch_1.pth' and outcome['last']['progress']['num_updates'] == 9
     assert all(torch.isfinite(v).all() for v in outcome['last']['state_dict'].values())
+
+
+def _check_schedules_followed_the_rollback(work_dir):
+    """After ``optimizer.load_state_dict`` the schedules wrote into the new param groups.
+
+    The run's last iteration (27 of 28) ran at the cosine values for 27/28; a
+    schedule still writing into the groups the rollback replaced would have
+    left the snapshot's values (iteration 10's) there.
+    """
+    [group] = torch.load(work_dir / 'latest.pth', weights_only=True)['optimizer']['param_groups']
+    cosine = [end + (start - end) * (math.cos(math.pi * 27 / 28) + 1) / 2
+              for start, end in ((0.05, 0.001), (0.9, 0.45))]
+    assert [group['lr'], group['momentum']] == pytest.approx(cosine, rel=1e-12)
+
+
+def _check_trackers(config, tmp_path, kill_at, monkeypatch):
+    """Killed mid-epoch after the trackers logged past the last checkpoint, auto-resumed: each
+    step is held once, with the uninterrupted run's values (all of them, as written)."""
+    reference, run = tmp_path / 'reference', tmp_path / 'run'
+    pytest.importorskip('dvclive')  # (imported here, before the runs fork: once)
+    pytest.importorskip('mlflow')
+    monkeypatch.setenv('MLFLOW_ALLOW_FILE_STORE', 'true')  # MLflow 3, here and in the runs
+    assert _train(config, reference, 1, env=mlflow_env(reference)) == [0]
+    assert _train(config, run, 1, kill_at, env=mlflow_env(run)) == [-9]
+    assert osp.basename(os.readlink(run / 'latest.pth')) == 'iter_18.pth'
+    for record in tracker_records(run, finished=False).values():  # logged past iter_18.pth
+        assert record['train/loss'][-1][0] == 19
+    assert _train(config, run, 1, resume=True, env=mlflow_env(run)) == [0]
+    outcomes = [_outcome(run), _outcome(reference)]
+    for outcome in outcomes:  # MLflow's run id is new in each work dir (one run in each)
+        outcome['last']['hooks'].pop('MlflowLoggerHook')
+    _assert_equal(*outcomes, 'outcome')
+    assert tracker_records(run) == tracker_records(reference)
 
 
 # -- loaders the user built (issue 26) and a second resume after a geometry change ----------

@@ -25,14 +25,28 @@ def test_digits_config_converts_both_ways_exactly(tool, repo_root, tmp_path, cap
 
 def test_lossy_conversion_exits_nonzero_unless_allowed(tool, tmp_path, capsys):
     convert = tool('convert_config')
-    config = tmp_path / 'cyclic.py'
+    config = tmp_path / 'inv.py'
     config.write_text("model = dict(type='LeNet')\noptimizer = dict(type='SGD', lr=0.1)\n"
-                      "lr_config = dict(policy='cyclic', target_ratio=(10, 1e-4))\n"
+                      "lr_config = dict(policy='Inv', gamma=0.1, power=0.5)\n"
                       "runner = dict(type='IterBasedRunner', max_iters=100)\n")
     assert convert.main([str(config), '--to', 'mmengine']) == 1
     err = capsys.readouterr().err
-    assert "[lossy] lr_config.policy='Cyclic'" in err and 'no cyclic scheduler' in err
+    assert "[lossy] lr_config.policy='Inv'" in err and 'no scheduler for lr' in err
     assert convert.main([str(config), '--to', 'mmengine', '--allow-lossy']) == 0
+    assert convert.main([str(config), '--to', 'mmengine', '--metric-class', 'mAP']) == 2
+    assert '--metric-class' in capsys.readouterr().err
+
+
+def test_metric_class_flag_names_the_evaluator(tool, tmp_path, capsys):
+    convert = tool('convert_config')
+    config, out = tmp_path / 'det.py', tmp_path / 'out.py'
+    config.write_text("model = dict(type='LeNet')\noptimizer = dict(type='SGD', lr=0.1)\n"
+                      "runner = dict(type='EpochBasedRunner', max_epochs=2)\n"
+                      "data = dict(train=dict(type='T'), val=dict(type='V'))\n"
+                      "evaluation = dict(interval=1, metric='mAP')\n")
+    assert convert.main([str(config), '--to', 'mmengine', '--out', str(out),
+                         '--metric-class', 'mAP=MyBoxAP']) == 0
+    assert "val_evaluator = dict(metric='mAP', type='MyBoxAP')" in out.read_text()
 
 
 def test_train_tool_runs_an_mmengine_config(train_tool, repo_root, tmp_path):

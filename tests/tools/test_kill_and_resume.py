@@ -60,7 +60,9 @@ def _assert_same(a, b):
 ASYNC = ['checkpoint_config.async_save=True']  # checkpoints written by a background thread
 
 
-@pytest.mark.parametrize('seed,extra', [(0, []), (1, []), (2, []), (3, ASYNC)])
+# Two kills through tools/train.py itself (synchronous and background writes); the many kill
+# moments are tests/runner/test_kill_anywhere.py's matrix.
+@pytest.mark.parametrize('seed,extra', [(0, []), (3, ASYNC)])
 def test_sigkill_at_a_random_moment_then_auto_resume(repo_root, tmp_path, reference, seed, extra):
     rng = random.Random(seed)
     proc = subprocess.Popen(_cmd(repo_root, tmp_path, *extra), stdout=subprocess.DEVNULL,
