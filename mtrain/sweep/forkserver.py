@@ -2,9 +2,10 @@
 
 A trial is ``python tools/train.py ...``; most of a short trial's start is importing
 torch, mtrain and what building an optimizer pulls in (``torch._dynamo``): seconds per
-trial. ``tools/sweep.py`` therefore forks a *fork server* as its first act, while it is
-one thread that has imported but not computed anything. The server imports the training
-script's modules once; each trial is then a fork of it that runs the script as
+trial. ``tools/sweep.py`` therefore, as its first act, imports the training script's
+modules (and sets up what a run sets up first) and forks a *fork server*, while it is one
+thread that has imported but not computed anything; each trial is then a fork of the
+server that runs the script as
 ``__main__`` with the trial's arguments, environment, working directory and output file:
 a process of its own, as before, that starts in milliseconds.
 
@@ -92,8 +93,12 @@ class ForkServer:
     def start(cls, train_script: str, preload: bool = True) -> Optional['ForkServer']:
         """Fork the server (call while this process is one thread that has not computed).
 
-        ``preload``: import what a training run needs first (:func:`_preload`).
+        ``preload``: import what a training run needs first (:func:`_preload`), here, before
+        the fork: the sweep needs most of it too (its SPACE check builds an optimizer, it
+        opens the study), and the server and every trial inherit it.
         """
+        if preload:
+            _preload(train_script)
         torch = sys.modules.get('torch')
         if (not sys.platform.startswith('linux') or threading.active_count() > 1
                 or (torch is not None and torch.cuda.is_initialized())):
@@ -107,7 +112,7 @@ class ForkServer:
             ours.close()
             code = 1
             try:
-                code = _Server(theirs, parent, train_script, preload).serve()
+                code = _Server(theirs, parent, train_script).serve()
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
             finally:
@@ -160,10 +165,8 @@ class ForkServer:
 class _Server:
     """The fork server's loop (one thread): start trials, pass signals on, report ends."""
 
-    def __init__(self, sock: socket.socket, parent: int, train_script: str,
-                 preload: bool) -> None:
+    def __init__(self, sock: socket.socket, parent: int, train_script: str) -> None:
         self.sock, self.parent, self.train_script = sock, parent, train_script
-        self.preload = preload
         self.children: Dict[int, List[int]] = {}  # pid -> [key, SIGTERMs sent]
         self.pids: Dict[int, int] = {}  # key -> pid
         self.orphaned = False
@@ -175,8 +178,6 @@ class _Server:
         term_when_parent_dies()
         if os.getppid() != self.parent:
             return 1
-        if self.preload:
-            _preload(self.train_script)
         while not (self.orphaned and not self.children):
             if self.orphaned:
                 self._term_all()
