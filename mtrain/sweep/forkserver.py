@@ -139,8 +139,6 @@ class ForkServer:
 
     def close(self) -> None:
         """End the server (it waits for running trials) and reap it."""
-        if not self._trials:  # it may still be importing: nothing to wait for
-            os.kill(self.pid, signal.SIGKILL)
         self._sock.shutdown(socket.SHUT_RDWR)
         os.waitpid(self.pid, 0)
         self._reader.join()
