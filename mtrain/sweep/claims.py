@@ -20,7 +20,7 @@ import os
 import os.path as osp
 import socket
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from .space import Distribution
 
@@ -84,9 +84,13 @@ def trial_dir(sweep_dir: str, number: int) -> str:
     return osp.join(sweep_dir, f'trial_{number:04d}')
 
 
-def claim_trial(study: Any, sweep_dir: str, space: Dict[str, Distribution],
-                total: int) -> Optional[Claim]:
-    """Adopt a trial left running, else ask Optuna for a new one; None when the study is full."""
+def claim_trial(study: Any, sweep_dir: str, space: Dict[str, Distribution], total: int,
+                sampler_for: Optional[Callable[[int], Any]] = None) -> Optional[Claim]:
+    """Adopt a trial left running, else ask Optuna for a new one; None when the study is full.
+
+    ``sampler_for(n)``: the sampler to ask with when the study has ``n`` trials (default:
+    the study's own).
+    """
     with sweep_lock(sweep_dir):
         for frozen in study.get_trials(deepcopy=False):
             if frozen.state.name == 'RUNNING':
@@ -96,6 +100,8 @@ def claim_trial(study: Any, sweep_dir: str, space: Dict[str, Distribution],
         started = [t for t in study.get_trials(deepcopy=False) if t.state.name != 'WAITING']
         if len(started) >= total:
             return None
+        if sampler_for is not None:
+            study.sampler = sampler_for(len(study.get_trials(deepcopy=False)))
         trial = study.ask({key: dist.to_optuna() for key, dist in space.items()})
         work_dir = trial_dir(sweep_dir, trial.number)
         lock = FileLock(osp.join(work_dir, '.lock'))

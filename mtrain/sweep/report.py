@@ -13,6 +13,7 @@ In the sweep's work dir:
 import csv
 import os
 import os.path as osp
+import threading
 import warnings
 from typing import Any, Dict, List
 
@@ -60,11 +61,23 @@ def _cell(value: Any) -> str:
     return f'{value:.6g}' if isinstance(value, float) else str(value)
 
 
+def replacing(path: str) -> str:
+    """A temporary name next to ``path`` with its extension; :func:`os.replace` it onto ``path``.
+
+    Workers sharing a sweep folder each write the results when they finish: a reader
+    (or the last writer) sees one whole file, never two interleaved.
+    """
+    root, ext = osp.splitext(path)
+    return f'{root}.{os.getpid()}-{threading.get_ident()}.tmp{ext}'
+
+
 def write_csv(rows: List[Dict[str, Any]], path: str) -> None:
-    with open(path, 'w', newline='') as f:
+    tmp = replacing(path)
+    with open(tmp, 'w', newline='') as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ['trial'])
         writer.writeheader()
         writer.writerows(rows)
+    os.replace(tmp, path)
 
 
 def best_trial(study: Any) -> Any:
@@ -80,7 +93,9 @@ def write_best_config(study: Any, spec: SweepSpec, path: str) -> bool:
         return False
     cfg = load_config(spec.config, {**spec.fixed, **best.params})
     cfg.seed = spec.seed
-    cfg.dump(path)
+    tmp = replacing(path)
+    cfg.dump(tmp)
+    os.replace(tmp, path)
     return True
 
 
@@ -110,8 +125,10 @@ def _save_plot(plots: Any, name: str, path: str, study: Any, plt: Any) -> str:
             warnings.simplefilter('ignore')  # Optuna's ExperimentalWarning
             axes = getattr(plots, PLOTS[name])(study)
         figure = (axes.flat[0] if hasattr(axes, 'flat') else axes).get_figure()
-        figure.savefig(path, bbox_inches='tight')
+        tmp = replacing(path)
+        figure.savefig(tmp, bbox_inches='tight')
         plt.close(figure)
+        os.replace(tmp, path)
         return f'  {path}'
     except Exception as e:  # noqa: BLE001  (e.g. importances need two finished trials)
         plt.close('all')

@@ -5,6 +5,7 @@
 
 import os
 import os.path as osp
+import shutil
 import signal
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -12,6 +13,7 @@ from ..config import load_config
 from ..hooks.optuna_pruning import build_pruner
 from ..utils import ConfigError
 from .claims import sweep_lock
+from .forkserver import ForkServer
 from .report import format_table, save_plots, trial_rows, write_best_config, write_csv
 from .space_check import check_space
 from .study import SweepSpec, grid_size, open_study
@@ -54,28 +56,37 @@ def check_sweep(spec: SweepSpec) -> None:
         raise ConfigError('--trials must be >= 0, --jobs and --gpus-per-trial >= 1')
     if spec.gpus_per_trial > 1 and spec.launcher == 'none':
         raise ConfigError(f'--gpus-per-trial {spec.gpus_per_trial} needs --launcher pytorch '
-                          '(each trial a torchrun run of that many processes)',
-                          key='gpus_per_trial')
+                          '(each trial a torchrun run of that many processes) or slurm (an '
+                          'srun job step of that many tasks)', key='gpus_per_trial')
+    if spec.launcher == 'slurm' and shutil.which('srun') is None:
+        raise ConfigError('--launcher slurm runs each trial with srun, which is not on PATH; '
+                          'run the sweep on a Slurm login node or inside an allocation '
+                          '(salloc), or use --launcher pytorch on one machine',
+                          key='launcher')
     if spec.sampler == 'grid' and spec.trials > grid_size(spec.space, spec.space_file):
         raise ConfigError(f'--sampler grid has {grid_size(spec.space, spec.space_file)} '
                           f'points, fewer than --trials {spec.trials}; lower --trials',
                           key='trials')
-    gpus = gpu_ids() if spec.launcher != 'none' else []
+    gpus = gpu_ids() if spec.launcher == 'pytorch' else []  # Slurm allocates its own
     needed = spec.jobs * spec.gpus_per_trial
     if gpus and len(gpus) < needed:
         raise ConfigError(f'--jobs {spec.jobs} x --gpus-per-trial {spec.gpus_per_trial} needs '
                           f'{needed} GPUs; this machine shows {len(gpus)}', key='jobs')
 
 
-def run_sweep(spec: SweepSpec, log: Callable[[str], None] = print) -> int:
-    """Check, run the trials, report; the exit status (0, 2 for an error, 128+signal)."""
+def run_sweep(spec: SweepSpec, log: Callable[[str], None] = print,
+              forks: Optional[ForkServer] = None) -> int:
+    """Check, run the trials, report; the exit status (0, 2 for an error, 128+signal).
+
+    ``forks``: the fork server that starts the trials (None: each a fresh process).
+    """
     check_sweep(spec)
     os.makedirs(spec.work_dir, exist_ok=True)
     with sweep_lock(spec.work_dir):  # workers starting together
         study = open_study(spec)  # would race to create the database's tables
     log(f"sweep '{spec.study}': {spec.trials} trials of {spec.config}, "
         f'{spec.direction} {spec.metric}; storage {spec.storage}')
-    sweeper = Sweeper(spec, study, log)
+    sweeper = Sweeper(spec, study, log, forks)
     sweeper.run()
     report(study, spec, log)
     if sweeper.abort:
@@ -86,7 +97,8 @@ def run_sweep(spec: SweepSpec, log: Callable[[str], None] = print) -> int:
 
 
 def report(study: Any, spec: SweepSpec, log: Callable[[str], None] = print) -> None:
-    """Print the table; write ``trials.csv``, ``best_config.py`` and the plots."""
+    """Print the table; write ``trials.csv``, ``best_config.py`` and the plots (unless
+    ``spec.plots`` is False)."""
     rows = trial_rows(study, spec)
     log(format_table(rows))
     csv_path = osp.join(spec.work_dir, 'trials.csv')
@@ -97,7 +109,8 @@ def report(study: Any, spec: SweepSpec, log: Callable[[str], None] = print) -> N
         best = study.best_trial
         log(f'best: trial {best.number}, {spec.metric} {best.value:.4f}; its config: '
             f'{best_path}')
-    log('plots:')
-    for line in save_plots(study, osp.join(spec.work_dir, 'plots')):
-        log(line)
+    if spec.plots:
+        log('plots:')
+        for line in save_plots(study, osp.join(spec.work_dir, 'plots')):
+            log(line)
     log(f'dashboard: optuna-dashboard {spec.storage}')

@@ -9,6 +9,8 @@ import os.path as osp
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+import numpy
+
 from ..config import parse_cfg_options
 from ..hooks.optuna_pruning import import_optuna, open_storage
 from ..utils import ConfigError
@@ -36,10 +38,16 @@ class SweepSpec:
         seed: every trial's training seed and the sampler's seed.
         jobs: trials at a time on this machine.
         launcher, gpus_per_trial: ``'pytorch'`` runs each trial under torchrun on
-            ``gpus_per_trial`` processes.
+            ``gpus_per_trial`` processes; ``'slurm'`` as an ``srun`` job step of that many
+            tasks (one per GPU), as ``tools/slurm_train.sh`` does.
+        partition, gpus_per_node, cpus_per_task, srun_args: ``srun``'s ``-p``,
+            ``--ntasks-per-node`` (and ``--gres=gpu:``; default ``min(gpus_per_trial, 8)``),
+            ``--cpus-per-task`` and further arguments (one string, split as a shell
+            would), for ``launcher='slurm'``.
         train_script: ``tools/train.py``, which runs each trial.
         cfg_options: ``--cfg-options`` every trial gets (``KEY=VALUE`` strings, e.g. a
             shorter schedule), before its own overrides.
+        plots: whether the results include Optuna's plots (seconds to draw; ``--no-plots``).
     """
     config: str
     space_file: str
@@ -57,8 +65,13 @@ class SweepSpec:
     jobs: int = 1
     launcher: str = 'none'
     gpus_per_trial: int = 1
+    partition: Optional[str] = None
+    gpus_per_node: Optional[int] = None
+    cpus_per_task: int = 5
+    srun_args: str = ''
     train_script: str = 'tools/train.py'
     cfg_options: List[str] = field(default_factory=list)
+    plots: bool = True
 
     @property
     def fixed(self) -> Dict[str, Any]:
@@ -71,8 +84,15 @@ class SweepSpec:
             self.storage = 'sqlite:///' + osp.join(self.work_dir, 'sweep.db')
 
 
-def build_sampler(spec: SweepSpec) -> Any:
-    """The Optuna sampler named by ``spec.sampler``, seeded with ``spec.seed``."""
+def build_sampler(spec: SweepSpec, trials: Optional[int] = None) -> Any:
+    """The Optuna sampler named by ``spec.sampler``, seeded with ``spec.seed``.
+
+    ``trials``: the number of trials the study has. TPE and random sampling then draw the
+    next trial with a generator seeded with ``(spec.seed, trials)``: workers sharing a study
+    (and a sweep run again after a stop) would otherwise each start the generator at the
+    same seed and draw the same values for their first trials. The grid and CMA-ES samplers
+    keep ``spec.seed`` (the grid's order is its seed; CMA-ES keeps its state in the study).
+    """
     optuna = import_optuna()
     if spec.sampler not in SAMPLERS:
         raise ConfigError(f"unknown sampler '{spec.sampler}'; choose one of "
@@ -86,7 +106,10 @@ def build_sampler(spec: SweepSpec) -> Any:
         except ImportError as e:
             raise ConfigError('--sampler cmaes needs the cmaes package: pip install cmaes',
                               key='sampler') from e
-    return getattr(optuna.samplers, SAMPLERS[spec.sampler])(seed=spec.seed)
+        return optuna.samplers.CmaEsSampler(seed=spec.seed)
+    seed = spec.seed if trials is None else int(
+        numpy.random.SeedSequence([spec.seed, trials]).generate_state(1)[0])
+    return getattr(optuna.samplers, SAMPLERS[spec.sampler])(seed=seed)
 
 
 def grid_values(space: Dict[str, Distribution], space_file: str) -> Dict[str, list]:

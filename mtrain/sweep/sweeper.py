@@ -26,8 +26,10 @@ import torch
 
 from ..hooks.optuna_pruning import import_optuna
 from .claims import Claim, claim_trial
-from .study import SweepSpec
-from .trial import error_line, final_metric, start_trial, stop_trial, trial_command
+from .forkserver import ForkServer
+from .study import SweepSpec, build_sampler
+from .trial import (error_line, final_metric, master_port, start_trial, stop_trial,
+                    trial_command)
 
 
 class Sweeper:
@@ -37,10 +39,14 @@ class Sweeper:
         spec: the sweep.
         study: its Optuna study (:func:`mtrain.sweep.study.open_study`).
         log: where progress lines go.
+        forks: the fork server that starts trials (:mod:`mtrain.sweep.forkserver`); None:
+            each trial a fresh process.
     """
 
-    def __init__(self, spec: SweepSpec, study: Any, log: Callable[[str], None] = print) -> None:
+    def __init__(self, spec: SweepSpec, study: Any, log: Callable[[str], None] = print,
+                 forks: Optional[ForkServer] = None) -> None:
         self.spec = spec
+        self.forks = forks
         self.study = study
         self.log = log
         self.stopped_by: Optional[str] = None  # the signal that stopped the sweep
@@ -75,7 +81,8 @@ class Sweeper:
 
     def _worker(self, slot: int) -> None:
         while self.stopped_by is None and self.abort is None:
-            claim = claim_trial(self.study, self.spec.work_dir, self.spec.space, self.spec.trials)
+            claim = claim_trial(self.study, self.spec.work_dir, self.spec.space, self.spec.trials,
+                                lambda trials: build_sampler(self.spec, trials))
             if claim is None:
                 return
             try:
@@ -88,17 +95,19 @@ class Sweeper:
     def _run(self, claim: Claim, slot: int) -> None:
         trial = import_optuna().trial.Trial(self.study, claim.trial_id)
         command = trial_command(self.spec, claim.number, claim.work_dir, claim.params)
-        env = self._env(slot)
-        # With its thread count: CPU kernels may sum in another order on another count.
-        threads = f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} "
-        for name, value in (('command', threads + shlex.join(command)), ('seed', self.spec.seed),
+        env = self._env(slot, claim.number)
+        # With its thread count (CPU kernels may sum in another order on another count)
+        # and, under Slurm, its master port.
+        recorded = ['OMP_NUM_THREADS'] + (['MASTER_PORT'] if self.spec.launcher == 'slurm' else [])
+        settings = ''.join(f'{k}={env[k]} ' for k in recorded)
+        for name, value in (('command', settings + shlex.join(command)), ('seed', self.spec.seed),
                             ('work_dir', claim.work_dir)):
             trial.set_user_attr(name, value)  # again on adoption: an orphan may lack them
         overrides = ' '.join(f'{k}={v!r}' for k, v in claim.params.items())
         self.log(f"trial {claim.number}: {'resuming' if claim.adopted else 'starting'} "
                  f'{overrides} in {claim.work_dir}')
         start = time.time()
-        proc = start_trial(command, claim.work_dir, env, claim.lock.fd)
+        proc = start_trial(command, claim.work_dir, env, claim.lock.fd, self.forks)
         with self._procs_lock:
             self._procs[slot] = proc
         if self.stopped_by is not None:
@@ -106,6 +115,10 @@ class Sweeper:
         code = proc.wait()
         with self._procs_lock:
             self._procs.pop(slot, None)
+        if getattr(proc, 'lost', False):
+            self.abort = (f'the fork server that ran trial {claim.number} died; run the same '
+                          'command again to resume it (or add --no-fork)')
+            return
         self._finish(claim, trial, code, time.time() - start)
 
     def _finish(self, claim: Claim, trial: Any, code: int, seconds: float) -> None:
@@ -147,16 +160,23 @@ class Sweeper:
             if 'Study.stop' not in str(e):
                 raise
 
-    def _env(self, slot: int) -> Dict[str, str]:
-        """Threads per trial divided among the jobs; under a launcher, the slot's GPUs."""
+    def _env(self, slot: int, number: int) -> Dict[str, str]:
+        """The trial's environment: its CPU threads, GPUs (torchrun) or master port (Slurm).
+
+        Threads: under Slurm ``--cpus-per-task``; else those of this machine
+        (``OMP_NUM_THREADS``, or the cores this process may use) divided among the jobs.
+        """
         env = dict(os.environ)
-        procs = self.spec.jobs * (self.spec.gpus_per_trial if self.spec.launcher != 'none' else 1)
-        total = int(env.get('OMP_NUM_THREADS') or len(os.sched_getaffinity(0)))
-        env['OMP_NUM_THREADS'] = env['MKL_NUM_THREADS'] = str(max(1, total // procs))
-        if self.spec.launcher != 'none' and gpu_ids():
-            ids = gpu_ids()
-            g = self.spec.gpus_per_trial
-            env['CUDA_VISIBLE_DEVICES'] = ','.join(ids[slot * g:(slot + 1) * g])
+        launcher, g = self.spec.launcher, self.spec.gpus_per_trial
+        if launcher == 'slurm':
+            threads = self.spec.cpus_per_task
+            env['MASTER_PORT'] = str(master_port(self.spec, number))
+        else:
+            total = int(env.get('OMP_NUM_THREADS') or len(os.sched_getaffinity(0)))
+            threads = max(1, total // (self.spec.jobs * (g if launcher == 'pytorch' else 1)))
+        env['OMP_NUM_THREADS'] = env['MKL_NUM_THREADS'] = str(threads)
+        if launcher == 'pytorch' and gpu_ids():
+            env['CUDA_VISIBLE_DEVICES'] = ','.join(gpu_ids()[slot * g:(slot + 1) * g])
         return env
 
 

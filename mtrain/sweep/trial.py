@@ -14,11 +14,13 @@ import shlex
 import signal
 import subprocess
 import sys
+import zlib
 from typing import Any, Dict, List, Optional
 
 from ..config import load_config, parse_cfg_options
 from ..utils import ConfigError
 from . import supervise
+from .forkserver import ForkServer
 from .space_check import format_override
 from .study import SweepSpec
 
@@ -50,12 +52,37 @@ def trial_command(spec: SweepSpec, number: int, work_dir: str,
     """The command that runs (and re-runs) trial ``number``."""
     options = [f'custom_hooks={literal(pruning_hooks(spec, number))}']  # first: params refine it
     options += spec.cfg_options + [format_override(k, v) for k, v in params.items()]
-    args = [osp.abspath(spec.config), '--work-dir', work_dir, '--seed', str(spec.seed)]
+    train = [spec.train_script, osp.abspath(spec.config), '--work-dir', work_dir, '--seed',
+             str(spec.seed)]
     if spec.launcher == 'none':
-        return [sys.executable, spec.train_script, *args, '--cfg-options', *options]
+        return [sys.executable, *train, '--cfg-options', *options]
+    train += ['--launcher', spec.launcher, '--cfg-options', *options]
+    if spec.launcher == 'slurm':
+        return [*srun_command(spec, number), sys.executable, '-u', *train]
     return [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node',
-            str(spec.gpus_per_trial), spec.train_script, *args, '--launcher', spec.launcher,
-            '--cfg-options', *options]
+            str(spec.gpus_per_trial), *train]
+
+
+def srun_command(spec: SweepSpec, number: int) -> List[str]:
+    """``srun`` as ``tools/slurm_train.sh`` runs it: a job step of one task per GPU.
+
+    Each task reads its rank from ``SLURM_PROCID`` (``--launcher slurm``); the job step
+    ends as a whole when one task fails (``--kill-on-bad-exit=1``).
+    """
+    gpus = spec.gpus_per_node if spec.gpus_per_node is not None else min(
+        spec.gpus_per_trial, 8)
+    return ['srun', *(['-p', spec.partition] if spec.partition else []),
+            f'--job-name={spec.study}_trial_{number}',
+            *([f'--gres=gpu:{gpus}'] if gpus else []),  # 0: a CPU partition
+            f'--ntasks={spec.gpus_per_trial}',
+            f'--ntasks-per-node={gpus or min(spec.gpus_per_trial, 8)}',
+            f'--cpus-per-task={spec.cpus_per_task}', '--kill-on-bad-exit=1',
+            *shlex.split(spec.srun_args)]
+
+
+def master_port(spec: SweepSpec, number: int) -> int:
+    """A Slurm trial's ``MASTER_PORT``: trials of a sweep that share a node must differ."""
+    return 20000 + (zlib.crc32(spec.study.encode()) + number) % 20000
 
 
 def literal(value: Any) -> str:
@@ -73,25 +100,30 @@ def literal(value: Any) -> str:
     return repr(value)
 
 
-def start_trial(command: List[str], work_dir: str, env: Dict[str, str],
-                lock_fd: int) -> subprocess.Popen:
+def start_trial(command: List[str], work_dir: str, env: Dict[str, str], lock_fd: int,
+                forks: Optional[ForkServer] = None) -> Any:
     """Start ``command --auto-resume``, output appended to ``work_dir/train.out``.
 
-    The run gets its own session (a Ctrl-C at the terminal reaches the sweep, which
-    passes one SIGTERM on), inherits the trial's lock (``lock_fd``) and runs under
-    :mod:`mtrain.sweep.supervise`, which stops it cleanly if the sweep dies.
+    With ``forks`` the run is a fork of the sweep's fork server
+    (:mod:`mtrain.sweep.forkserver`); else a fresh process in its own session (a Ctrl-C at
+    the terminal reaches the sweep, which passes one SIGTERM on) that inherits the trial's
+    lock (``lock_fd``) and runs under :mod:`mtrain.sweep.supervise`, which stops it cleanly
+    if the sweep dies. Either way the result has ``poll``, ``wait`` and ``send_signal``.
     """
     os.makedirs(work_dir, exist_ok=True)
+    command = [*command, '--auto-resume']
     with open(osp.join(work_dir, 'train.out'), 'ab') as out:
-        out.write(f'$ {shlex.join(command)} --auto-resume\n'.encode())
+        out.write(f'$ {shlex.join(command)}\n'.encode())
         out.flush()
-        argv = [sys.executable, supervise.__file__, str(os.getpid()), *command, '--auto-resume']
+        if forks is not None:
+            return forks.launch(command, work_dir, env, lock_fd)
+        argv = [sys.executable, supervise.__file__, str(os.getpid()), *command]
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                 env=dict(env, MTRAIN_SWEEP_FDS=str(lock_fd)),
                                 pass_fds=(lock_fd, ), start_new_session=True)
 
 
-def stop_trial(proc: subprocess.Popen, at_once: bool = False) -> None:
+def stop_trial(proc: Any, at_once: bool = False) -> None:
     """Ask a run to stop as on preemption (it saves a checkpoint and exits), or ``at_once``."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGUSR1 if at_once else signal.SIGTERM)

@@ -20,14 +20,18 @@ TIMEOUT = 600  # seconds: bounds a hang, not the speed (a busy 2-core machine is
 ENV = dict(os.environ, OMP_NUM_THREADS='1')
 
 
-def sweep_command(work_dir, space_text, *extra, options=()):
-    """The command line of a sweep over ``space_text`` (written next to the sweep)."""
+def sweep_command(work_dir, space_text, *extra, options=(), plots=False):
+    """The command line of a sweep over ``space_text`` (written next to the sweep).
+
+    Without the plots unless ``plots``: drawing them takes seconds, and one test checks them.
+    """
     os.makedirs(work_dir, exist_ok=True)
     space = os.path.join(work_dir, '..', f'{os.path.basename(work_dir)}_space.py')
     with open(space, 'w') as f:
         f.write(space_text)
     return [sys.executable, os.path.join(ROOT, 'tools', 'sweep.py'), CONFIG, '--space', space,
-            '--work-dir', str(work_dir), *extra, '--cfg-options', *FAST, *options]
+            '--work-dir', str(work_dir), *extra, *([] if plots else ['--no-plots']),
+            '--cfg-options', *FAST, *options]
 
 
 def run_sweep(command, check=True):
@@ -35,6 +39,28 @@ def run_sweep(command, check=True):
     if check:
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
+
+
+def run_workers(command, count=2):
+    """``count`` worker processes of one sweep command, run together: their stdouts."""
+    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=ENV) for _ in range(count)]
+    outputs = [w.communicate(timeout=TIMEOUT) for w in workers]
+    assert [w.returncode for w in workers] == [0] * count, [o[1][-2000:] for o in outputs]
+    return [out for out, _ in outputs]
+
+
+def check_shared(outputs, trials, count):
+    """Each of ``count`` trials started by exactly one worker, every worker started one,
+    each COMPLETE and run once (one command line in its ``train.out``)."""
+    started = [{int(line.split()[1][:-1]) for line in out.splitlines()
+                if ': starting ' in line} for out in outputs]
+    assert set.union(*started) == set(range(count))
+    assert sum(map(len, started)) == count and all(started), started
+    assert [(t.number, t.state.name) for t in trials] == [(n, 'COMPLETE') for n in range(count)]
+    for t in trials:
+        with open(os.path.join(t.user_attrs['work_dir'], 'train.out')) as f:
+            assert f.read().count('$ ') == 1
 
 
 def trial_argv(command):
@@ -48,14 +74,19 @@ def load(work_dir, name='lenet_digits'):
     return optuna.load_study(study_name=name, storage=f'sqlite:///{work_dir}/sweep.db')
 
 
-@pytest.fixture(scope='session')
-def sweep_tool():
-    """tools/sweep.py as a module, to call its ``main(argv)`` in this process."""
-    spec = importlib.util.spec_from_file_location('tools_sweep',
-                                                  os.path.join(ROOT, 'tools', 'sweep.py'))
+def load_tool(name):
+    """tools/NAME.py as a module, to call its ``main(argv)`` in this process."""
+    spec = importlib.util.spec_from_file_location(f'tools_{name}',
+                                                  os.path.join(ROOT, 'tools', f'{name}.py'))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope='session')
+def sweep_tool():
+    """tools/sweep.py as a module (its trials fresh processes: no fork server in pytest)."""
+    return load_tool('sweep')
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import optuna
 
 from mtrain.sweep import SweepSpec, choice, intrange, loguniform, uniform
 from mtrain.sweep.claims import _adopt, claim_trial
-from mtrain.sweep.study import open_study
+from mtrain.sweep.study import build_sampler, open_study
 from mtrain.sweep.sweeper import Sweeper
 from sweep_helpers import CONFIG
 
@@ -80,6 +80,20 @@ def test_a_trial_whose_folder_this_machine_cannot_see_is_left_alone(tmp_path):
     assert claim_trial(study, str(tmp_path), SPACE, total=1) is None
 
 
+def test_workers_sharing_a_study_draw_different_values(tmp_path):
+    # Two workers (two connections to one study, each with its sampler, both seeded with
+    # --seed): their random draws started at the same state, so trials 0 and 1 were equal.
+    spec = SweepSpec(config=CONFIG, space_file='s.py', space=SPACE, work_dir=str(tmp_path),
+                     trials=4, study='w', metric='accuracy', direction='maximize')
+    workers = [open_study(spec), open_study(spec)]
+    lrs = []
+    for number in range(4):
+        claim = claim_trial(workers[number % 2], str(tmp_path), SPACE, total=4,
+                            sampler_for=lambda trials: build_sampler(spec, trials))
+        lrs.append(claim.params['optimizer.lr'])
+    assert len(set(lrs)) == 4
+
+
 def test_the_grid_sampler_gives_each_point_once_and_its_end_is_no_error(tmp_path):
     space = {'optimizer.momentum': uniform(0.1, 0.3, step=0.1),
              'lr_config.warmup_iters': intrange(0, 10, step=10), 'optimizer.nesterov': choice(True)}
@@ -89,8 +103,9 @@ def test_the_grid_sampler_gives_each_point_once_and_its_end_is_no_error(tmp_path
     study = open_study(spec)
     sweeper = Sweeper(spec, study)
     seen = set()
-    for _ in range(6):
-        claim = claim_trial(study, str(tmp_path), space, total=6)
+    for _ in range(6):  # with the sampler the sweep asks with
+        claim = claim_trial(study, str(tmp_path), space, total=6,
+                            sampler_for=lambda trials: build_sampler(spec, trials))
         seen.add(tuple(sorted(claim.params.items())))
         sweeper._tell(claim.number, 0.5)  # the last one: Optuna's grid sampler calls stop()
         claim.lock.release()

@@ -14,7 +14,8 @@ from sweep_helpers import sweep_dir  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
 
-SPACE = "space = {'optimizer.lr': loguniform(0.01, 0.3)}"
+SPACE = "space = {'optimizer.lr': loguniform(1e-3, 0.3)}"
+BAD_LR = 1e-3  # learns next to nothing in one epoch
 ITER_CHECKPOINTS = ['checkpoint_config.interval=4', 'checkpoint_config.by_epoch=False']
 
 
@@ -55,11 +56,16 @@ def _final_weights(work_dir):
     return torch.load(latest, weights_only=True)['state_dict']
 
 
-def test_sigkill_mid_trial_then_rerun_runs_each_trial_once_and_exactly(sweep_dir, tmp_path):
-    """The sweep is killed; its training run gets one SIGTERM, saves a checkpoint, exits."""
-    trials = 2
-    command = sweep_command(sweep_dir, SPACE, '--trials', str(trials), '--pruner', 'none',
-                            options=ITER_CHECKPOINTS)
+@pytest.fixture(scope='module')
+def restarted(tmp_path_factory):
+    """A sweep of 2 trials SIGKILLed during trial 0, then run again to its end.
+
+    Before the restart a hopeless trial (lr 1e-3) is queued: it becomes trial 1, measured
+    against trial 0 by the median pruner (``n_startup_trials=1``).
+    """
+    sweep_dir = str(tmp_path_factory.mktemp('restarted') / 'sweep')
+    command = sweep_command(sweep_dir, SPACE, '--trials', '2', '--pruner-args',
+                            'n_startup_trials=1', options=ITER_CHECKPOINTS)
     sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              env=ENV)
     _wait_for(os.path.join(sweep_dir, 'trial_0000', 'iter_12.pth'), sweep)
@@ -67,22 +73,28 @@ def test_sigkill_mid_trial_then_rerun_runs_each_trial_once_and_exactly(sweep_dir
     sweep.send_signal(signal.SIGKILL)
     sweep.wait(timeout=TIMEOUT)
     _wait_for_exit(runs)  # the runs do not outlive their sweep
-    assert [t.state.name for t in load(sweep_dir).trials] == ['RUNNING']
-    out = _output(sweep_dir, 0)
-    assert 'SIGTERM received' in out and 'second SIGTERM' not in out
-    assert 'checkpoint saved to' in out
+    killed = {'states': [t.state.name for t in load(sweep_dir).trials],
+              'out': _output(sweep_dir, 0)}
+    load(sweep_dir).enqueue_trial({'optimizer.lr': BAD_LR})
+    return sweep_dir, killed, run_sweep(command)
 
-    result = run_sweep(command)
+
+def test_sigkill_mid_trial_then_rerun_runs_each_trial_once_and_exactly(restarted, tmp_path):
+    """The sweep is killed; its training run gets one SIGTERM, saves a checkpoint, exits."""
+    sweep_dir, killed, result = restarted
+    assert killed['states'] == ['RUNNING']
+    assert 'SIGTERM received' in killed['out'] and 'second SIGTERM' not in killed['out']
+    assert 'checkpoint saved to' in killed['out']
+
     assert 'trial 0: resuming' in result.stdout
     study = load(sweep_dir)
-    assert [(t.number, t.state.name) for t in study.trials] == [
-        (n, 'COMPLETE') for n in range(trials)]
+    assert [(t.number, t.state.name) for t in study.trials] == [(0, 'COMPLETE'), (1, 'PRUNED')]
     out = _output(sweep_dir, 0)
     assert out.count('\n$ ') + out.startswith('$ ') == 2 and 'resumed from' in out
-    for number in range(1, trials):
-        assert _output(sweep_dir, number).count('$ ') == 1
+    assert _output(sweep_dir, 1).count('$ ') == 1
 
-    # The trial's own command, run uninterrupted elsewhere, ends with the same weights.
+    # The trial's own command, run uninterrupted elsewhere (a fresh process, where the
+    # sweep forked), ends with the same weights.
     first = study.trials[0]
     argv, env = trial_argv(first.user_attrs['command'])
     assert env['OMP_NUM_THREADS'] == '1'
@@ -97,19 +109,14 @@ def test_sigkill_mid_trial_then_rerun_runs_each_trial_once_and_exactly(sweep_dir
     assert len(load(sweep_dir).trials[0].intermediate_values) == 2
 
 
-def test_two_workers_on_one_study_share_the_trials(sweep_dir):
-    command = sweep_command(sweep_dir, SPACE, '--trials', '4', '--pruner', 'none',
-                            options=['runner.max_epochs=1'])
-    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=ENV) for _ in range(2)]
-    outputs = [w.communicate(timeout=TIMEOUT) for w in workers]
-    assert [w.returncode for w in workers] == [0, 0], [o[1][-2000:] for o in outputs]
-    started = [{int(line.split()[1][:-1]) for line in out.splitlines()
-                if ': starting ' in line} for out, _ in outputs]
-    assert started[0].isdisjoint(started[1]) and started[0] | started[1] == {0, 1, 2, 3}
-    assert all(started)  # both worked
-    trials = load(sweep_dir).trials
-    assert [(t.number, t.state.name) for t in trials] == [(n, 'COMPLETE') for n in range(4)]
-    for t in trials:
-        with open(os.path.join(t.user_attrs['work_dir'], 'train.out')) as f:
-            assert f.read().count('$ ') == 1  # run once
+def test_pruning_stops_a_deliberately_bad_trial_early(restarted):
+    sweep_dir, _, result = restarted
+    bad = load(sweep_dir).trials[1]
+    assert bad.params == {'optimizer.lr': BAD_LR} and bad.state.name == 'PRUNED'
+    assert bad.user_attrs['pruned_at_step'] == 1 and list(bad.intermediate_values) == [1]
+    assert 'trial 1: pruned at step 1' in result.stdout
+    # Stopped after its first epoch (23 iterations; checkpoints every 4), its checkpoints kept.
+    files = os.listdir(bad.user_attrs['work_dir'])
+    assert sorted(int(name[5:-4]) for name in files if name.startswith('iter_')) == [
+        4, 8, 12, 16, 20]
+    assert any(name.endswith('.log.json') for name in files)

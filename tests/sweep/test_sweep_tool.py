@@ -2,15 +2,13 @@
 
 import csv
 import os
-import subprocess
-import sys
+import shutil
 
-import optuna
 import pytest
 
 from mtrain.sweep.study import open_study
 
-from sweep_helpers import CONFIG, ROOT, TIMEOUT, load, run_sweep, sweep_command
+from sweep_helpers import CONFIG, check_shared, load, load_tool, run_workers, sweep_command
 from sweep_helpers import sweep_dir, sweep_tool  # noqa: F401  (fixtures)
 
 
@@ -24,49 +22,52 @@ def test_a_wrong_space_key_fails_before_any_trial(sweep_dir, sweep_tool, capsys)
     assert os.listdir(sweep_dir) == []  # no study, no trial
 
 
+SEARCH = "space = {'optimizer.lr': loguniform(1e-3, 1.0)}"  # >= 0.9 after 2 epochs: ~[0.035, 0.3]
+
+
+@pytest.fixture(scope='module')
+def search(tmp_path_factory):
+    """Two worker processes run one lr search of 4 trials on one study (shared by 2 tests)."""
+    sweep_dir = str(tmp_path_factory.mktemp('search') / 'sweep')
+    command = sweep_command(sweep_dir, SEARCH, '--trials', '4', '--pruner', 'none')
+    return sweep_dir, command, run_workers(command)
+
+
 @pytest.mark.slow
-def test_an_lr_search_finds_the_good_range_and_writes_the_results(sweep_dir):
-    command = sweep_command(sweep_dir, "space = {'optimizer.lr': loguniform(1e-4, 1.0)}",
-                            '--trials', '4', '--jobs', '2', '--pruner', 'none')
-    result = run_sweep(command)
+def test_two_workers_on_one_study_share_the_trials(search):
+    sweep_dir, _, outputs = search
+    trials = load(sweep_dir).trials
+    check_shared(outputs, trials, 4)
+    # The sampler is seeded per trial, not per worker: no two workers draw the same values.
+    assert len({t.params['optimizer.lr'] for t in trials}) == 4
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings('ignore:Unable to enable fault handler')  # train.py's @record, here
+def test_an_lr_search_finds_the_good_range_and_writes_the_results(search, sweep_tool, capsys):
+    sweep_dir, command, _ = search
+    # The same command with the plots: the study has its 4 trials, so it only reports.
+    assert sweep_tool.main([word for word in command[2:] if word != '--no-plots']) == 0
+    out = capsys.readouterr().out
     study = load(sweep_dir)
     assert [t.state.name for t in study.trials] == ['COMPLETE'] * 4
+    assert all(list(t.intermediate_values) == [1, 2] for t in study.trials)  # one per epoch
     best = study.best_trial
     assert 0.01 <= best.params['optimizer.lr'] <= 1.0 and best.value >= 0.9
     with open(os.path.join(sweep_dir, 'trials.csv')) as f:
         rows = list(csv.DictReader(f))
     assert [int(r['trial']) for r in rows] == [0, 1, 2, 3]
     assert float(rows[best.number]['accuracy']) == best.value
-    assert f'best: trial {best.number}, accuracy {best.value:.4f}' in result.stdout
+    assert f'best: trial {best.number}, accuracy {best.value:.4f}' in out
     for name in ('history', 'importances', 'parallel_coordinate', 'intermediate_values'):
         assert os.path.getsize(os.path.join(sweep_dir, 'plots', f'{name}.png')) > 1000
+    assert not [name for name in os.listdir(sweep_dir) if '.tmp' in name]
     # The best config is one runnable file holding the trial's lr and seed.
     best_config = os.path.join(sweep_dir, 'best_config.py')
-    check = subprocess.run([sys.executable, os.path.join(ROOT, 'tools', 'train.py'), best_config,
-                            '--check-config'], capture_output=True, text=True, timeout=TIMEOUT)
-    assert check.returncode == 0, check.stderr
+    assert load_tool('train').main([best_config, '--check-config']) == 0
+    assert 'config check passed' in capsys.readouterr().out
     text = open(best_config).read()
     assert f"lr={best.params['optimizer.lr']!r}" in text and 'max_epochs=2' in text
-
-
-@pytest.mark.slow
-def test_pruning_stops_a_deliberately_bad_trial_early(sweep_dir):
-    os.makedirs(sweep_dir)
-    study = optuna.create_study(storage=f'sqlite:///{sweep_dir}/sweep.db',
-                                study_name='lenet_digits', direction='maximize')
-    for lr in (0.1, 0.1, 1e-05):  # asked in this order: two good trials, then a hopeless one
-        study.enqueue_trial({'optimizer.lr': lr}, skip_if_exists=False)
-    command = sweep_command(sweep_dir, "space = {'optimizer.lr': [0.1, 1e-05]}", '--trials', '3',
-                            '--pruner-args', 'n_startup_trials=2')
-    run_sweep(command)
-    trials = load(sweep_dir).trials
-    assert [t.state.name for t in trials] == ['COMPLETE', 'COMPLETE', 'PRUNED']
-    bad = trials[2]
-    assert bad.user_attrs['pruned_at_step'] == 1 and list(bad.intermediate_values) == [1]
-    files = os.listdir(bad.user_attrs['work_dir'])
-    assert 'epoch_1.pth' in files and 'epoch_2.pth' not in files  # stopped, checkpoint kept
-    assert any(name.endswith('.log.json') for name in files)
-    assert 'epoch_2.pth' in os.listdir(trials[0].user_attrs['work_dir'])
 
 
 @pytest.mark.slow
@@ -89,6 +90,10 @@ def test_a_metric_the_evaluation_does_not_return_stops_the_sweep_at_its_first_tr
     (['--sampler', 'grid'], "key `optimizer.lr`: --sampler grid needs a finite set of values, "
      'but the space gives loguniform'),
     (['--pruner-args', 'n_startup=2'], 'MedianPruner does not take these arguments'),
+    pytest.param(['--launcher', 'slurm', '--gpus-per-trial', '2'],
+                 '--launcher slurm runs each trial with srun, which is not on PATH',
+                 marks=pytest.mark.skipif(shutil.which('srun') is not None,
+                                          reason='srun is installed here')),
 ])
 def test_other_mistakes_fail_before_any_trial(sweep_dir, sweep_tool, capsys, extra, message):
     command = sweep_command(sweep_dir, "space = {'optimizer.lr': loguniform(0.01, 0.1)}", *extra)

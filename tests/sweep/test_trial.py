@@ -1,10 +1,12 @@
 """A trial's command line and what is read back from its folder."""
 
 import json
+import sys
 
 from mtrain.config import parse_cfg_options
 from mtrain.sweep import SweepSpec, loguniform
-from mtrain.sweep.trial import error_line, final_metric, literal, trial_command
+from mtrain.sweep.sweeper import Sweeper
+from mtrain.sweep.trial import error_line, final_metric, literal, master_port, trial_command
 from sweep_helpers import CONFIG
 
 
@@ -43,3 +45,36 @@ def test_error_line_is_the_message_of_the_last_error_line(tmp_path):
     (tmp_path / 'train.out').write_text('$ python train.py\n[rank0]: error: bad key\nmore\n')
     assert error_line(str(tmp_path)) == 'bad key'
     assert error_line(str(tmp_path / 'none')) == 'no output'
+
+
+def test_a_slurm_trial_is_an_srun_job_step_of_one_task_per_gpu(tmp_path):
+    spec = SweepSpec(config=CONFIG, space_file='s.py', space={'optimizer.lr': loguniform(
+        0.01, 0.1)}, work_dir=str(tmp_path), trials=3, study='s', metric='accuracy',
+        direction='maximize', launcher='slurm', gpus_per_trial=16, partition='gpu',
+        srun_args='--qos=high --time="2:00:00"', train_script='/x/tools/train.py')
+    command = trial_command(spec, 3, str(tmp_path / 'trial_0003'), {'optimizer.lr': 0.05})
+    # tools/slurm_train.sh's srun line: GPUS=16 (two nodes of 8), CPUS_PER_TASK=5
+    assert command[:command.index(sys.executable)] == [
+        'srun', '-p', 'gpu', '--job-name=s_trial_3', '--gres=gpu:8', '--ntasks=16',
+        '--ntasks-per-node=8', '--cpus-per-task=5', '--kill-on-bad-exit=1', '--qos=high',
+        '--time=2:00:00']
+    train = command[command.index(sys.executable) + 1:]
+    assert train[:3] == ['-u', '/x/tools/train.py', CONFIG]
+    assert train[train.index('--launcher') + 1] == 'slurm'
+    options = parse_cfg_options(train[train.index('--cfg-options') + 1:])
+    assert options['optimizer.lr'] == 0.05
+    spec.gpus_per_node, spec.cpus_per_task, spec.partition, spec.srun_args = 0, 2, None, ''
+    assert trial_command(spec, 0, str(tmp_path), {})[:6] == [
+        'srun', '--job-name=s_trial_0', '--ntasks=16', '--ntasks-per-node=8',
+        '--cpus-per-task=2', '--kill-on-bad-exit=1']  # a CPU partition: no --gres
+
+
+def test_each_slurm_trial_has_its_own_master_port_and_its_tasks_threads(tmp_path):
+    spec = SweepSpec(config=CONFIG, space_file='s.py', space={}, work_dir=str(tmp_path),
+                     trials=3, study='s', metric='accuracy', direction='maximize',
+                     launcher='slurm', gpus_per_trial=2, cpus_per_task=3)
+    sweeper = Sweeper(spec, study=None)
+    envs = [sweeper._env(0, number) for number in range(3)]
+    assert len({env['MASTER_PORT'] for env in envs}) == 3
+    assert all(env['OMP_NUM_THREADS'] == '3' for env in envs)  # --cpus-per-task
+    assert int(envs[0]['MASTER_PORT']) == master_port(spec, 0)
