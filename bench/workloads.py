@@ -143,26 +143,34 @@ def close_logger(logger: logging.Logger) -> None:
 
 
 def plain_loop(name: str, epochs: int, work_dir: str,
-               on_iter: Optional[Callable[[int], None]] = None) -> float:
+               on_iter: Optional[Callable[[int], None]] = None, loader: Any = None,
+               scheduler: Optional[Callable[[torch.optim.Optimizer, int], Any]] = None) -> float:
     """Train ``name`` by hand for ``epochs`` epochs; returns the seconds it took.
 
     The timed part starts at the first batch and ends after the final
-    ``torch.save``, as ``runner.run`` does on the mtrain side.
+    ``torch.save``, as ``runner.run`` does on the mtrain side. ``loader``
+    (default: a shuffling ``DataLoader`` of the workload's dataset) and
+    ``scheduler(optimizer, iterations)`` (default: ``CosineAnnealingLR``,
+    stepped every iteration) replace those of the default loop.
     """
     arch, _, batch, per_epoch = WORKLOADS[name]
     device, mixed = torch.device(_device[0]), name in MIXED_PRECISION
     memory_format = torch.channels_last if mixed else torch.contiguous_format
     model = BenchClassifier(arch).to(device, memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs * per_epoch)
-    loader = torch.utils.data.DataLoader(dataset_for(name), batch_size=batch, shuffle=True,
-                                         generator=torch.Generator().manual_seed(0),
-                                         pin_memory=device.type == 'cuda')
+    scheduler = (scheduler or torch.optim.lr_scheduler.CosineAnnealingLR)(
+        optimizer, epochs * per_epoch)
+    loader = loader or torch.utils.data.DataLoader(
+        dataset_for(name), batch_size=batch, shuffle=True,
+        generator=torch.Generator().manual_seed(0), pin_memory=device.type == 'cuda')
+    set_epoch = getattr(loader.sampler, 'set_epoch', None)  # (a sampler that reshuffles by it)
     logger = bench_logger(osp.join(work_dir, 'plain.log'))
     model.train()
     start = clock()
     it = 0
     for epoch in range(epochs):
+        if set_epoch is not None:
+            set_epoch(epoch)
         for data in loader:
             img = data['img'].to(device, non_blocking=True)
             label = data['gt_label'].to(device, non_blocking=True)

@@ -1,0 +1,197 @@
+"""mtrain's cost measured the way users run it: ``python bench/train_py.py``.
+
+Writes two real config files (``EpochBasedRunner`` and ``IterBasedRunner``)
+to a temp dir and runs ``tools/train.py``'s ``main`` on them in this process,
+next to a plain PyTorch loop over the same ``DataLoader`` (built by mtrain's
+``build_dataloader`` with the same arguments the config gives).
+
+The training, the same on all three sides: a 64→64→10 MLP
+(``workloads.BenchClassifier``), batch 32 from 2,048 in-memory samples
+(``workloads.BenchTensorDataset``, registered through the configs'
+``custom_imports``), SGD (momentum 0.9, weight decay 1e-4), a step LR
+schedule (×0.1 two thirds of the way), a text log line every 50 iterations,
+one checkpoint at the end, one torch thread. The plain loop steps a
+``MultiStepLR`` every iteration, logs ``loss.item()`` and the lr every 50
+iterations and ``torch.save``-s model and optimizer at the end.
+
+**What is timed.** mtrain: ``runner.run`` — called by ``tools/train.py``
+exactly as in a user's run; the bench wraps the runner classes' ``run`` with
+a clock (everything before it, parsing the config and building the runner,
+is not timed; everything in it is: ``before_run``, every iteration, the
+end-of-run checkpoint, ``after_run``). Plain loop: from before the first
+batch to after the final ``torch.save``. Clock: CPU time of this process
+(``time.process_time``; ``--clock wall`` for the wall clock). The three loops
+run in turn, the order rotating every round, after one untimed warm-up run
+each; figures are medians of µs per iteration over the rounds, and each ratio
+is the median of the rounds' ratios to the plain loop of the same round.
+
+Usage::
+
+    python bench/train_py.py                      # 15 rounds of 2,048 iterations
+    python bench/train_py.py --rounds 31 --epochs 16
+"""
+
+import argparse
+import contextlib
+import gc
+import importlib.util
+import os
+import os.path as osp
+import statistics
+import sys
+import tempfile
+from typing import Any, Callable, Dict, List
+
+import torch
+
+from mtrain.datasets import build_dataloader
+from mtrain.runner import EpochBasedRunner, IterBasedRunner
+from workloads import BenchTensorDataset, INTERVAL, clock, plain_loop, set_clock
+
+BATCH, SAMPLES, DIM = 32, 2048, 64
+PER_EPOCH = SAMPLES // BATCH
+TRAIN_PY = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'tools', 'train.py')
+
+CONFIG = """\
+custom_imports = dict(imports=['workloads'], allow_failed_imports=False)
+model = dict(type='BenchClassifier', arch='mlp')
+data = dict(samples_per_gpu={batch}, workers_per_gpu=0,
+            train=dict(type='BenchTensorDataset', n={samples}, shape=[{dim}]))
+optimizer = dict(type='SGD', lr=0.01, momentum=0.9, weight_decay=1e-4)
+optimizer_config = dict(grad_clip=None)
+lr_config = dict(policy='step', step=[{step}])  # {unit}
+runner = dict(type='{runner}', {length})
+checkpoint_config = dict(interval=-1)  # only the last one
+log_config = dict(interval={interval}, hooks=[dict(type='TextLoggerHook')])
+workflow = [('train', 1)]
+device = 'cpu'
+"""
+
+
+def write_configs(folder: str, epochs: int) -> Dict[str, str]:
+    """The two config files: ``{'epoch': path, 'iter': path}``."""
+    iters = epochs * PER_EPOCH
+    common = dict(batch=BATCH, samples=SAMPLES, dim=DIM, interval=INTERVAL)
+    texts = {
+        'epoch': CONFIG.format(step=max(1, epochs * 2 // 3), unit='epochs',
+                               runner='EpochBasedRunner', length=f'max_epochs={epochs}', **common),
+        'iter': CONFIG.format(step=max(1, iters * 2 // 3), unit='iterations (by_epoch=False: the '
+                              "iteration runner's default)", runner='IterBasedRunner',
+                              length=f'max_iters={iters}', **common),
+    }
+    paths = {}
+    for name, text in texts.items():
+        paths[name] = osp.join(folder, f'mlp_{name}.py')
+        with open(paths[name], 'w') as f:
+            f.write(text)
+    return paths
+
+
+def load_train_tool():
+    spec = importlib.util.spec_from_file_location('mtrain_tools_train', TRAIN_PY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def timed_runs(spans: List[float]):
+    """Wrap both runner classes' ``run`` with the clock; each call appends its seconds."""
+    originals = {cls: cls.__dict__['run'] for cls in (EpochBasedRunner, IterBasedRunner)}
+
+    def wrap(run: Callable) -> Callable:
+        def timed(self, *args, **kwargs):
+            start = clock()
+            try:
+                return run(self, *args, **kwargs)
+            finally:
+                spans.append(clock() - start)
+        return timed
+
+    for cls, run in originals.items():
+        cls.run = wrap(run)
+    try:
+        yield
+    finally:
+        for cls, run in originals.items():
+            cls.run = run
+
+
+def train_py_run(tool, config: str, work_dir: str) -> float:
+    """``tools/train.py CONFIG --work-dir W --seed 0``; the seconds ``runner.run`` took."""
+    spans: List[float] = []
+    with timed_runs(spans), open(os.devnull, 'w') as null, contextlib.redirect_stderr(null):
+        code = tool.main([config, '--work-dir', work_dir, '--seed', '0'])
+    if code != 0 or len(spans) != 1:
+        raise RuntimeError(f'tools/train.py {config} returned {code} ({len(spans)} runs timed)')
+    return spans[0]
+
+
+def plain_run(epochs: int, work_dir: str) -> float:
+    """The plain loop over mtrain's ``DataLoader`` of the same dataset; seconds it took."""
+    loader = build_dataloader(BenchTensorDataset(SAMPLES, [DIM]), BATCH, 0, seed=0)
+    return plain_loop('mlp', epochs, work_dir, loader=loader, scheduler=step_lr)
+
+
+def step_lr(optimizer: torch.optim.Optimizer, iters: int) -> Any:
+    """The configs' step schedule as a plain loop writes it: ×0.1 two thirds of the way."""
+    return torch.optim.lr_scheduler.MultiStepLR(optimizer, [max(1, iters * 2 // 3)], gamma=0.1)
+
+
+def one_run(side: str, tool, configs: Dict[str, str], epochs: int) -> float:
+    gc.collect()  # every side starts without the previous run's garbage
+    with tempfile.TemporaryDirectory(prefix=f'bench_train_py_{side}_') as work_dir:
+        if side == 'plain':
+            return plain_run(epochs, work_dir)
+        return train_py_run(tool, configs[side], work_dir)
+
+
+def measure(rounds: int, epochs: int, folder: str) -> Dict[str, List[float]]:
+    tool = load_train_tool()
+    sides = ['plain', 'epoch', 'iter']
+    os.makedirs(osp.join(folder, 'warm'))
+    warm = write_configs(osp.join(folder, 'warm'), 1)
+    for side in sides:  # untimed warm-up: imports, first-call caches
+        one_run(side, tool, warm, 1)
+    configs = write_configs(folder, epochs)
+    times: Dict[str, List[float]] = {side: [] for side in sides}
+    for r in range(rounds):
+        for side in sides[r % 3:] + sides[:r % 3]:
+            times[side].append(one_run(side, tool, configs, epochs) / (epochs * PER_EPOCH) * 1e6)
+    return times
+
+
+def report(times: Dict[str, List[float]], args: argparse.Namespace) -> None:
+    load = os.getloadavg() if hasattr(os, 'getloadavg') else ('?', )
+    print(f'# tools/train.py vs a plain loop: MLP 64-64-10, batch {BATCH}, '
+          f'{args.epochs * PER_EPOCH} iterations per run, {args.rounds} rounds, '
+          f'{args.clock} clock, torch {torch.__version__}, {torch.get_num_threads()} thread(s); '
+          f'load average {load[0]:.2f} at the end')
+    plain = times['plain']
+    print(f"{'loop':<18} {'µs/it':>8} {'vs plain µs/it':>15} {'ratio':>7}   (min-max ratio)")
+    for side, label in (('plain', 'plain loop'), ('epoch', 'EpochBasedRunner'),
+                        ('iter', 'IterBasedRunner')):
+        values = times[side]
+        ratios = [v / p for v, p in zip(values, plain)]
+        extra = statistics.median([v - p for v, p in zip(values, plain)])
+        print(f'{label:<18} {statistics.median(values):8.1f} {extra:+15.1f} '
+              f'{statistics.median(ratios):7.3f}   ({min(ratios):.3f}-{max(ratios):.3f})')
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--rounds', type=int, default=15, help='interleaved rounds (default 15)')
+    parser.add_argument('--epochs', type=int, default=32,
+                        help=f'epochs of {PER_EPOCH} iterations per run (default 32)')
+    parser.add_argument('--clock', choices=['cpu', 'wall'], default='cpu')
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    set_clock(args.clock)
+    with tempfile.TemporaryDirectory(prefix='bench_train_py_') as folder:
+        times = measure(args.rounds, args.epochs, folder)
+    report(times, args)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
