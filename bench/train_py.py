@@ -24,6 +24,18 @@ batch to after the final ``torch.save``. Clock: CPU time of this process
 run in turn, the order rotating every round, after one untimed warm-up run
 each; figures are medians of µs per iteration over the rounds, and each ratio
 is the median of the rounds' ratios to the plain loop of the same round.
+"best" is each loop's fastest round (time on a shared CPU only ever adds to
+a loop's own; the fastest round is the least disturbed), and its ratio the
+fastest mtrain round over the fastest plain one.
+
+**Per epoch.** Both loops also read the clock after every epoch's last
+iteration (mtrain: ``workloads.BenchMarksHook`` in ``custom_hooks``, one set
+lookup per iteration; the plain loop: the same lookup in its loop). The
+second table takes each run's median epoch (epochs 2 to the last: no
+``before_run``, no checkpoint), which a burst of other processes' work
+during a few epochs does not move; its figures are then medians over the
+rounds, as above. Epochs include their log lines, the LR step and the
+epoch's start and end.
 
 Usage::
 
@@ -40,7 +52,7 @@ import os.path as osp
 import statistics
 import sys
 import tempfile
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 
@@ -63,6 +75,8 @@ lr_config = dict(policy='step', step=[{step}])  # {unit}
 runner = dict(type='{runner}', {length})
 checkpoint_config = dict(interval=-1)  # only the last one
 log_config = dict(interval={interval}, hooks=[dict(type='TextLoggerHook')])
+# the bench's probe: the clock after every {per_epoch}th iteration (see bench/train_py.py)
+custom_hooks = [dict(type='BenchMarksHook', marks={marks}, rss=False)]
 workflow = [('train', 1)]
 device = 'cpu'
 """
@@ -71,7 +85,8 @@ device = 'cpu'
 def write_configs(folder: str, epochs: int) -> Dict[str, str]:
     """The two config files: ``{'epoch': path, 'iter': path}``."""
     iters = epochs * PER_EPOCH
-    common = dict(batch=BATCH, samples=SAMPLES, dim=DIM, interval=INTERVAL)
+    common = dict(batch=BATCH, samples=SAMPLES, dim=DIM, interval=INTERVAL, per_epoch=PER_EPOCH,
+                  marks=marks(epochs))
     texts = {
         'epoch': CONFIG.format(step=max(1, epochs * 2 // 3), unit='epochs',
                                runner='EpochBasedRunner', length=f'max_epochs={epochs}', **common),
@@ -87,6 +102,11 @@ def write_configs(folder: str, epochs: int) -> Dict[str, str]:
     return paths
 
 
+def marks(epochs: int) -> List[int]:
+    """Where both loops read the clock: after every epoch's last iteration."""
+    return [PER_EPOCH * (e + 1) for e in range(epochs)]
+
+
 def load_train_tool():
     spec = importlib.util.spec_from_file_location('mtrain_tools_train', TRAIN_PY)
     module = importlib.util.module_from_spec(spec)
@@ -95,8 +115,8 @@ def load_train_tool():
 
 
 @contextlib.contextmanager
-def timed_runs(spans: List[float]):
-    """Wrap both runner classes' ``run`` with the clock; each call appends its seconds."""
+def timed_runs(spans: List[Tuple[float, Any]]):
+    """Wrap both runner classes' ``run`` with the clock; each call appends (seconds, runner)."""
     originals = {cls: cls.__dict__['run'] for cls in (EpochBasedRunner, IterBasedRunner)}
 
     def wrap(run: Callable) -> Callable:
@@ -105,7 +125,7 @@ def timed_runs(spans: List[float]):
             try:
                 return run(self, *args, **kwargs)
             finally:
-                spans.append(clock() - start)
+                spans.append((clock() - start, self))
         return timed
 
     for cls, run in originals.items():
@@ -117,20 +137,28 @@ def timed_runs(spans: List[float]):
             cls.run = run
 
 
-def train_py_run(tool, config: str, work_dir: str) -> float:
-    """``tools/train.py CONFIG --work-dir W --seed 0``; the seconds ``runner.run`` took."""
-    spans: List[float] = []
+def train_py_run(tool, config: str, work_dir: str) -> Tuple[float, Dict[int, float]]:
+    """``tools/train.py CONFIG --work-dir W --seed 0``: seconds ``runner.run`` took, clock marks."""
+    spans: List[Tuple[float, Any]] = []
     with timed_runs(spans), open(os.devnull, 'w') as null, contextlib.redirect_stderr(null):
         code = tool.main([config, '--work-dir', work_dir, '--seed', '0'])
     if code != 0 or len(spans) != 1:
         raise RuntimeError(f'tools/train.py {config} returned {code} ({len(spans)} runs timed)')
-    return spans[0]
+    elapsed, runner = spans[0]
+    probe = next(h for h in runner.hooks if type(h).__name__ == 'BenchMarksHook')
+    return elapsed, probe.times
 
 
-def plain_run(epochs: int, work_dir: str) -> float:
-    """The plain loop over mtrain's ``DataLoader`` of the same dataset; seconds it took."""
+def plain_run(epochs: int, work_dir: str) -> Tuple[float, Dict[int, float]]:
+    """The plain loop over mtrain's ``DataLoader`` of the same dataset: seconds, clock marks."""
     loader = build_dataloader(BenchTensorDataset(SAMPLES, [DIM]), BATCH, 0, seed=0)
-    return plain_loop('mlp', epochs, work_dir, loader=loader, scheduler=step_lr)
+    wanted, times = set(marks(epochs)), {}
+
+    def on_iter(it: int) -> None:  # the same check as the probe hook's
+        if it in wanted:
+            times[it] = clock()
+    return plain_loop('mlp', epochs, work_dir, on_iter=on_iter, loader=loader,
+                      scheduler=step_lr), times
 
 
 def step_lr(optimizer: torch.optim.Optimizer, iters: int) -> Any:
@@ -138,7 +166,7 @@ def step_lr(optimizer: torch.optim.Optimizer, iters: int) -> Any:
     return torch.optim.lr_scheduler.MultiStepLR(optimizer, [max(1, iters * 2 // 3)], gamma=0.1)
 
 
-def one_run(side: str, tool, configs: Dict[str, str], epochs: int) -> float:
+def one_run(side: str, tool, configs: Dict[str, str], epochs: int):
     gc.collect()  # every side starts without the previous run's garbage
     with tempfile.TemporaryDirectory(prefix=f'bench_train_py_{side}_') as work_dir:
         if side == 'plain':
@@ -146,7 +174,14 @@ def one_run(side: str, tool, configs: Dict[str, str], epochs: int) -> float:
         return train_py_run(tool, configs[side], work_dir)
 
 
-def measure(rounds: int, epochs: int, folder: str) -> Dict[str, List[float]]:
+def epoch_rates(times: Dict[int, float]) -> List[float]:
+    """µs per iteration of each epoch but the first (whose start the two loops mark apart)."""
+    points = sorted(t for t in times if t > 0)
+    return [(times[b] - times[a]) / (b - a) * 1e6 for a, b in zip(points, points[1:])]
+
+
+def measure(rounds: int, epochs: int, folder: str) -> Tuple[Dict[str, List[float]], Dict]:
+    """Per side: µs/it of each whole run, and the median epoch's µs/it of each run."""
     tool = load_train_tool()
     sides = ['plain', 'epoch', 'iter']
     os.makedirs(osp.join(folder, 'warm'))
@@ -154,28 +189,38 @@ def measure(rounds: int, epochs: int, folder: str) -> Dict[str, List[float]]:
     for side in sides:  # untimed warm-up: imports, first-call caches
         one_run(side, tool, warm, 1)
     configs = write_configs(folder, epochs)
-    times: Dict[str, List[float]] = {side: [] for side in sides}
+    runs: Dict[str, List[float]] = {side: [] for side in sides}
+    epochs_median: Dict[str, List[float]] = {side: [] for side in sides}
     for r in range(rounds):
         for side in sides[r % 3:] + sides[:r % 3]:
-            times[side].append(one_run(side, tool, configs, epochs) / (epochs * PER_EPOCH) * 1e6)
-    return times
+            elapsed, times = one_run(side, tool, configs, epochs)
+            runs[side].append(elapsed / (epochs * PER_EPOCH) * 1e6)
+            epochs_median[side].append(statistics.median(epoch_rates(times)))
+    return runs, epochs_median
 
 
-def report(times: Dict[str, List[float]], args: argparse.Namespace) -> None:
+def report(runs: Dict[str, List[float]], epochs_median: Dict[str, List[float]],
+           args: argparse.Namespace) -> None:
     load = os.getloadavg() if hasattr(os, 'getloadavg') else ('?', )
     print(f'# tools/train.py vs a plain loop: MLP 64-64-10, batch {BATCH}, '
           f'{args.epochs * PER_EPOCH} iterations per run, {args.rounds} rounds, '
           f'{args.clock} clock, torch {torch.__version__}, {torch.get_num_threads()} thread(s); '
           f'load average {load[0]:.2f} at the end')
-    plain = times['plain']
-    print(f"{'loop':<18} {'µs/it':>8} {'vs plain µs/it':>15} {'ratio':>7}   (min-max ratio)")
-    for side, label in (('plain', 'plain loop'), ('epoch', 'EpochBasedRunner'),
-                        ('iter', 'IterBasedRunner')):
-        values = times[side]
-        ratios = [v / p for v, p in zip(values, plain)]
-        extra = statistics.median([v - p for v, p in zip(values, plain)])
-        print(f'{label:<18} {statistics.median(values):8.1f} {extra:+15.1f} '
-              f'{statistics.median(ratios):7.3f}   ({min(ratios):.3f}-{max(ratios):.3f})')
+    for title, times in (('whole runs (runner.run / first batch to the saved checkpoint)', runs),
+                         ("each run's median epoch (epochs 2 to the last; no start-up, no checkpoint)",
+                          epochs_median)):
+        print(f'## {title}')
+        print(f"{'loop':<18} {'µs/it':>8} {'vs plain':>9} {'ratio':>7}   {'(min-max)':<13} "
+              f"{'best µs/it':>10} {'best ratio':>10}")
+        plain = times['plain']
+        for side, label in (('plain', 'plain loop'), ('epoch', 'EpochBasedRunner'),
+                            ('iter', 'IterBasedRunner')):
+            values = times[side]
+            ratios = [v / p for v, p in zip(values, plain)]
+            extra = statistics.median([v - p for v, p in zip(values, plain)])
+            print(f'{label:<18} {statistics.median(values):8.1f} {extra:+9.1f} '
+                  f'{statistics.median(ratios):7.3f}   ({min(ratios):.3f}-{max(ratios):.3f}) '
+                  f'{min(values):10.1f} {min(values) / min(plain):10.3f}')
 
 
 def main(argv=None) -> int:
@@ -188,8 +233,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     set_clock(args.clock)
     with tempfile.TemporaryDirectory(prefix='bench_train_py_') as folder:
-        times = measure(args.rounds, args.epochs, folder)
-    report(times, args)
+        runs, epochs_median = measure(args.rounds, args.epochs, folder)
+    report(runs, epochs_median, args)
     return 0
 
 

@@ -200,24 +200,28 @@ def plain_loop(name: str, epochs: int, work_dir: str,
 class BenchMarksHook(Hook):
     """Clock readings (and resident memory) after the iterations in ``marks``; ``0``: the start.
 
-    Only the ``--long`` mode adds it (one set lookup per iteration).
+    Added by ``overhead.py --long`` and by ``train_py.py`` (``rss=False``: the
+    clock only); per iteration it costs one set lookup.
     """
 
     priority = 'LOWEST'
 
-    def __init__(self, marks: List[int]) -> None:
+    def __init__(self, marks: List[int], rss: bool = True) -> None:
         self.marks = set(marks)
         self.times: Dict[int, float] = {}
         self.rss: Dict[int, int] = {}
+        self.with_rss = rss
 
     def before_run(self, runner) -> None:
         self.times[0] = clock()
-        self.rss[0] = rss_bytes()
+        if self.with_rss:
+            self.rss[0] = rss_bytes()
 
     def after_train_iter(self, runner) -> None:
         if runner.iter + 1 in self.marks:
             self.times[runner.iter + 1] = clock()
-            self.rss[runner.iter + 1] = rss_bytes()
+            if self.with_rss:
+                self.rss[runner.iter + 1] = rss_bytes()
 
 
 def rss_bytes() -> int:
