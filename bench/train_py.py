@@ -58,7 +58,8 @@ import torch
 
 from mtrain.datasets import build_dataloader
 from mtrain.runner import EpochBasedRunner, IterBasedRunner
-from workloads import BenchTensorDataset, INTERVAL, clock, plain_loop, set_clock
+from lockstep import Lockstep, paired_ratios, run_paired
+from workloads import BenchMarksHook, BenchTensorDataset, INTERVAL, clock, plain_loop, set_clock
 
 BATCH, SAMPLES, DIM = 32, 2048, 64
 PER_EPOCH = SAMPLES // BATCH
@@ -149,7 +150,8 @@ def train_py_run(tool, config: str, work_dir: str) -> Tuple[float, Dict[int, flo
     return elapsed, probe.times
 
 
-def plain_run(epochs: int, work_dir: str) -> Tuple[float, Dict[int, float]]:
+def plain_run(epochs: int, work_dir: str,
+              at_mark: Callable[[], None] = None) -> Tuple[float, Dict[int, float]]:
     """The plain loop over mtrain's ``DataLoader`` of the same dataset: seconds, clock marks."""
     loader = build_dataloader(BenchTensorDataset(SAMPLES, [DIM]), BATCH, 0, seed=0)
     wanted, times = set(marks(epochs)), {}
@@ -157,6 +159,8 @@ def plain_run(epochs: int, work_dir: str) -> Tuple[float, Dict[int, float]]:
     def on_iter(it: int) -> None:  # the same check as the probe hook's
         if it in wanted:
             times[it] = clock()
+            if at_mark is not None:
+                at_mark()
     return plain_loop('mlp', epochs, work_dir, on_iter=on_iter, loader=loader,
                       scheduler=step_lr), times
 
@@ -199,6 +203,45 @@ def measure(rounds: int, epochs: int, folder: str) -> Tuple[Dict[str, List[float
     return runs, epochs_median
 
 
+def measure_lockstep(rounds: int, epochs: int, folder: str) -> Dict[str, Tuple[List, List]]:
+    """Per runner type: (ratios, differences in µs/it) of its epochs to the plain loop's, paired."""
+    tool = load_train_tool()
+    configs = write_configs(folder, epochs)
+    paired: Dict[str, Tuple[List, List]] = {'epoch': ([], []), 'iter': ([], [])}
+    for r in range(rounds):
+        for side in ('epoch', 'iter') if r % 2 else ('iter', 'epoch'):
+            first, second = ('mtrain', 'plain') if (r // 2) % 2 else ('plain', 'mtrain')
+            lock = Lockstep(first, second, epochs, clock)
+            BenchMarksHook.callbacks = (lambda: lock.start('mtrain'), lambda: lock.mark('mtrain'))
+            gc.collect()
+            with tempfile.TemporaryDirectory(prefix='bench_train_py_lockstep_') as work_dir:
+                def plain() -> None:
+                    lock.start('plain')
+                    plain_run(epochs, work_dir, lambda: lock.mark('plain'))
+                try:
+                    run_paired(lock, plain, lambda: train_py_run(
+                        tool, configs[side], osp.join(work_dir, 'mtrain')))
+                finally:
+                    BenchMarksHook.callbacks = None
+            ratios, extra = paired_ratios(lock.epochs['mtrain'], lock.epochs['plain'])
+            paired[side][0].extend(ratios)
+            paired[side][1].extend(e / PER_EPOCH * 1e6 for e in extra)
+    return paired
+
+
+def report_lockstep(paired: Dict[str, Tuple[List, List]], args: argparse.Namespace) -> None:
+    load = os.getloadavg()
+    print(f'# lockstep: tools/train.py and a plain loop in turns of one epoch, {args.rounds} '
+          f'rounds of {args.epochs} epochs of {PER_EPOCH} iterations; {args.clock} clock; '
+          f'load average {load[0]:.2f} at the end')
+    print(f"{'runner':<18} {'pairs':>6} {'ratio':>7} {'(quartiles)':<15} {'vs plain µs/it':>14}")
+    for side, label in (('epoch', 'EpochBasedRunner'), ('iter', 'IterBasedRunner')):
+        ratios, extra = paired[side]
+        q1, q2, q3 = statistics.quantiles(ratios, n=4)
+        print(f'{label:<18} {len(ratios):6d} {q2:7.3f} ({q1:.3f}-{q3:.3f}) '
+              f'{statistics.median(extra):+14.1f}')
+
+
 def report(runs: Dict[str, List[float]], epochs_median: Dict[str, List[float]],
            args: argparse.Namespace) -> None:
     load = os.getloadavg() if hasattr(os, 'getloadavg') else ('?', )
@@ -229,10 +272,16 @@ def main(argv=None) -> int:
     parser.add_argument('--epochs', type=int, default=32,
                         help=f'epochs of {PER_EPOCH} iterations per run (default 32)')
     parser.add_argument('--clock', choices=['cpu', 'wall'], default='cpu')
+    parser.add_argument('--lockstep', action='store_true',
+                        help='run each runner type and the plain loop in turns of one epoch '
+                        '(bench/lockstep.py) and pair their epochs')
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     set_clock(args.clock)
     with tempfile.TemporaryDirectory(prefix='bench_train_py_') as folder:
+        if args.lockstep:
+            report_lockstep(measure_lockstep(args.rounds, args.epochs, folder), args)
+            return 0
         runs, epochs_median = measure(args.rounds, args.epochs, folder)
     report(runs, epochs_median, args)
     return 0

@@ -12,7 +12,7 @@ import logging
 import os
 import os.path as osp
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -205,6 +205,9 @@ class BenchMarksHook(Hook):
     """
 
     priority = 'LOWEST'
+    #: ``(at_start, at_mark)``: called at ``before_run`` and after each mark when set
+    #: (``train_py.py --lockstep`` hands the CPU to the other loop there).
+    callbacks: Optional[Tuple[Callable[[], None], Callable[[], None]]] = None
 
     def __init__(self, marks: List[int], rss: bool = True) -> None:
         self.marks = set(marks)
@@ -213,6 +216,8 @@ class BenchMarksHook(Hook):
         self.with_rss = rss
 
     def before_run(self, runner) -> None:
+        if self.callbacks is not None:
+            self.callbacks[0]()
         self.times[0] = clock()
         if self.with_rss:
             self.rss[0] = rss_bytes()
@@ -222,6 +227,8 @@ class BenchMarksHook(Hook):
             self.times[runner.iter + 1] = clock()
             if self.with_rss:
                 self.rss[runner.iter + 1] = rss_bytes()
+            if self.callbacks is not None:
+                self.callbacks[1]()
 
 
 def rss_bytes() -> int:
