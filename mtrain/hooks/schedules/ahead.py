@@ -20,7 +20,9 @@ only sound while nothing they depend on changes, so:
   were computed, so an in-place change (``hook.step.append(12)``) counts.
   Any difference, or an iteration outside the rows (a resume, a jump),
   recomputes from there. Per iteration this is one integer comparison and
-  one comparison of the few containers, not a copy of the hook's state.
+  one comparison of the few containers, not a copy of the hook's state. (A
+  value written into ``hook.__dict__`` directly, bypassing assignment, is
+  not seen; mtrain writes none, and a policy's attributes are assigned.)
 
 The param groups themselves are not part of the key: the rows hold values,
 and the hook writes them into ``runner.optimizer.param_groups`` as read at
@@ -71,7 +73,7 @@ def computes_ahead(hook) -> bool:
 
 
 def _containers(state: Dict[str, Any]) -> Callable[[Dict[str, Any]], Any]:
-    """A getter of the attributes an in-place change can alter (lists, dicts, ...) of a ``vars()``."""
+    """A getter, over a ``vars()``, of the attributes an in-place change can alter (lists...)."""
     names = sorted(k for k, v in state.items() if k not in VOLATILE and _frozen(v) is not v)
     if not names:
         return lambda attrs: None
