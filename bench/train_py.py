@@ -37,10 +37,19 @@ during a few epochs does not move; its figures are then medians over the
 rounds, as above. Epochs include their log lines, the LR step and the
 epoch's start and end.
 
+**Paired epochs** (``--lockstep``): each runner type and the plain loop run
+in two threads of this process taking turns after every epoch
+(:mod:`lockstep`), so each mtrain epoch is timed next to a plain one under
+the same load; the figure is the median of the pairs' ratios. On a shared
+machine this is the figure to read (docs/benchmarks.md says why).
+
 Usage::
 
     python bench/train_py.py                      # 15 rounds of 2,048 iterations
     python bench/train_py.py --rounds 31 --epochs 16
+    python bench/train_py.py --lockstep --rounds 16 --epochs 16   # epochs paired (lockstep.py)
+
+Results and the machine they were taken on: ``docs/benchmarks.md``.
 """
 
 import argparse
@@ -203,11 +212,12 @@ def measure(rounds: int, epochs: int, folder: str) -> Tuple[Dict[str, List[float
     return runs, epochs_median
 
 
-def measure_lockstep(rounds: int, epochs: int, folder: str) -> Dict[str, Tuple[List, List]]:
-    """Per runner type: (ratios, differences in µs/it) of its epochs to the plain loop's, paired."""
+def measure_lockstep(rounds: int, epochs: int, folder: str) -> Dict[str, Tuple[List, ...]]:
+    """Per runner type: ratios and differences (µs/it) of its epochs to the plain loop's
+    paired with them, and the plain loop's µs/it in those epochs."""
     tool = load_train_tool()
     configs = write_configs(folder, epochs)
-    paired: Dict[str, Tuple[List, List]] = {'epoch': ([], []), 'iter': ([], [])}
+    paired: Dict[str, Tuple[List, List, List]] = {'epoch': ([], [], []), 'iter': ([], [], [])}
     for r in range(rounds):
         for side in ('epoch', 'iter') if r % 2 else ('iter', 'epoch'):
             first, second = ('mtrain', 'plain') if (r // 2) % 2 else ('plain', 'mtrain')
@@ -226,20 +236,22 @@ def measure_lockstep(rounds: int, epochs: int, folder: str) -> Dict[str, Tuple[L
             ratios, extra = paired_ratios(lock.epochs['mtrain'], lock.epochs['plain'])
             paired[side][0].extend(ratios)
             paired[side][1].extend(e / PER_EPOCH * 1e6 for e in extra)
+            paired[side][2].extend(t / PER_EPOCH * 1e6 for t in lock.epochs['plain'][1:])
     return paired
 
 
-def report_lockstep(paired: Dict[str, Tuple[List, List]], args: argparse.Namespace) -> None:
+def report_lockstep(paired: Dict[str, Tuple[List, ...]], args: argparse.Namespace) -> None:
     load = os.getloadavg()
     print(f'# lockstep: tools/train.py and a plain loop in turns of one epoch, {args.rounds} '
           f'rounds of {args.epochs} epochs of {PER_EPOCH} iterations; {args.clock} clock; '
           f'load average {load[0]:.2f} at the end')
-    print(f"{'runner':<18} {'pairs':>6} {'ratio':>7} {'(quartiles)':<15} {'vs plain µs/it':>14}")
+    print(f"{'runner':<18} {'pairs':>6} {'ratio':>7} {'(quartiles)':<15} {'vs plain µs/it':>14} "
+          f"{'plain µs/it':>11}")
     for side, label in (('epoch', 'EpochBasedRunner'), ('iter', 'IterBasedRunner')):
-        ratios, extra = paired[side]
+        ratios, extra, plain = paired[side]
         q1, q2, q3 = statistics.quantiles(ratios, n=4)
         print(f'{label:<18} {len(ratios):6d} {q2:7.3f} ({q1:.3f}-{q3:.3f}) '
-              f'{statistics.median(extra):+14.1f}')
+              f'{statistics.median(extra):+14.1f} {statistics.median(plain):11.1f}')
 
 
 def report(runs: Dict[str, List[float]], epochs_median: Dict[str, List[float]],
@@ -250,8 +262,8 @@ def report(runs: Dict[str, List[float]], epochs_median: Dict[str, List[float]],
           f'{args.clock} clock, torch {torch.__version__}, {torch.get_num_threads()} thread(s); '
           f'load average {load[0]:.2f} at the end')
     for title, times in (('whole runs (runner.run / first batch to the saved checkpoint)', runs),
-                         ("each run's median epoch (epochs 2 to the last; no start-up, no checkpoint)",
-                          epochs_median)):
+                         ("each run's median epoch (epochs 2 to the last; no start-up, "
+                          'no checkpoint)', epochs_median)):
         print(f'## {title}')
         print(f"{'loop':<18} {'µs/it':>8} {'vs plain':>9} {'ratio':>7}   {'(min-max)':<13} "
               f"{'best µs/it':>10} {'best ratio':>10}")
