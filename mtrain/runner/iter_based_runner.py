@@ -58,7 +58,7 @@ class IterBasedRunner(BaseRunner):
             self._end_run()
 
     def train(self, data_loader: IterLoader) -> None:
-        ensure_training(self.model_wrapper)  # every iteration, as mmcv (a hook may have called eval())
+        ensure_training(self.model_wrapper)  # every iteration, as mmcv (a hook may call eval())
         self.mode = 'train'
         self.data_loader = data_loader
         self._epoch = data_loader.epoch  # read before the batch, as mmcv (a new pass shows next)

@@ -26,7 +26,7 @@ def capture_rng_state() -> Dict[str, Any]:
 
 
 def plain_rng_state(state: Dict[str, Any]) -> Dict[str, Any]:
-    """``state`` with tuples and arrays as lists (safe to load weights-only); plain already: as is."""
+    """``state`` with tuples and arrays as lists (safe to load weights-only); plain: as it is."""
     name, keys, *rest = state['numpy']
     return dict(state, python=_to_lists(state['python']),
                 numpy=[name, keys.tolist() if hasattr(keys, 'tolist') else keys, *rest])

@@ -1,4 +1,4 @@
-"""The RNG state noted at a pass start: taken as the libraries give it, made plain for checkpoints."""
+"""The RNG state noted at a pass start: as the libraries give it, made plain for checkpoints."""
 
 import random
 
