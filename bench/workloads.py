@@ -12,7 +12,7 @@ import logging
 import os
 import os.path as osp
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -143,26 +143,34 @@ def close_logger(logger: logging.Logger) -> None:
 
 
 def plain_loop(name: str, epochs: int, work_dir: str,
-               on_iter: Optional[Callable[[int], None]] = None) -> float:
+               on_iter: Optional[Callable[[int], None]] = None, loader: Any = None,
+               scheduler: Optional[Callable[[torch.optim.Optimizer, int], Any]] = None) -> float:
     """Train ``name`` by hand for ``epochs`` epochs; returns the seconds it took.
 
     The timed part starts at the first batch and ends after the final
-    ``torch.save``, as ``runner.run`` does on the mtrain side.
+    ``torch.save``, as ``runner.run`` does on the mtrain side. ``loader``
+    (default: a shuffling ``DataLoader`` of the workload's dataset) and
+    ``scheduler(optimizer, iterations)`` (default: ``CosineAnnealingLR``,
+    stepped every iteration) replace those of the default loop.
     """
     arch, _, batch, per_epoch = WORKLOADS[name]
     device, mixed = torch.device(_device[0]), name in MIXED_PRECISION
     memory_format = torch.channels_last if mixed else torch.contiguous_format
     model = BenchClassifier(arch).to(device, memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs * per_epoch)
-    loader = torch.utils.data.DataLoader(dataset_for(name), batch_size=batch, shuffle=True,
-                                         generator=torch.Generator().manual_seed(0),
-                                         pin_memory=device.type == 'cuda')
+    scheduler = (scheduler or torch.optim.lr_scheduler.CosineAnnealingLR)(
+        optimizer, epochs * per_epoch)
+    loader = loader or torch.utils.data.DataLoader(
+        dataset_for(name), batch_size=batch, shuffle=True,
+        generator=torch.Generator().manual_seed(0), pin_memory=device.type == 'cuda')
+    set_epoch = getattr(loader.sampler, 'set_epoch', None)  # (a sampler that reshuffles by it)
     logger = bench_logger(osp.join(work_dir, 'plain.log'))
     model.train()
     start = clock()
     it = 0
     for epoch in range(epochs):
+        if set_epoch is not None:
+            set_epoch(epoch)
         for data in loader:
             img = data['img'].to(device, non_blocking=True)
             label = data['gt_label'].to(device, non_blocking=True)
@@ -192,24 +200,35 @@ def plain_loop(name: str, epochs: int, work_dir: str,
 class BenchMarksHook(Hook):
     """Clock readings (and resident memory) after the iterations in ``marks``; ``0``: the start.
 
-    Only the ``--long`` mode adds it (one set lookup per iteration).
+    Added by ``overhead.py --long`` and by ``train_py.py`` (``rss=False``: the
+    clock only); per iteration it costs one set lookup.
     """
 
     priority = 'LOWEST'
+    #: ``(at_start, at_mark)``: called at ``before_run`` and after each mark when set
+    #: (``train_py.py --lockstep`` hands the CPU to the other loop there).
+    callbacks: Optional[Tuple[Callable[[], None], Callable[[], None]]] = None
 
-    def __init__(self, marks: List[int]) -> None:
+    def __init__(self, marks: List[int], rss: bool = True) -> None:
         self.marks = set(marks)
         self.times: Dict[int, float] = {}
         self.rss: Dict[int, int] = {}
+        self.with_rss = rss
 
     def before_run(self, runner) -> None:
+        if self.callbacks is not None:
+            self.callbacks[0]()
         self.times[0] = clock()
-        self.rss[0] = rss_bytes()
+        if self.with_rss:
+            self.rss[0] = rss_bytes()
 
     def after_train_iter(self, runner) -> None:
         if runner.iter + 1 in self.marks:
             self.times[runner.iter + 1] = clock()
-            self.rss[runner.iter + 1] = rss_bytes()
+            if self.with_rss:
+                self.rss[runner.iter + 1] = rss_bytes()
+            if self.callbacks is not None:
+                self.callbacks[1]()
 
 
 def rss_bytes() -> int:

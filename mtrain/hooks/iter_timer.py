@@ -21,31 +21,47 @@ class IterTimerHook(Hook):
     priority = 'LOW'
 
     def __init__(self) -> None:
-        self._t = self._data_time = 0.
-        self._sum_time = self._sum_data = 0.
-        self._count = 0
+        self._clock = _Sums()
 
     def before_run(self, runner) -> None:
         runner.log_buffer.add_source(self._take_sums)
 
     def before_epoch(self, runner) -> None:
-        self._t = time.perf_counter()
+        self._clock.last = time.perf_counter()
 
     def before_iter(self, runner) -> None:
-        self._data_time = time.perf_counter() - self._t
+        clock = self._clock
+        clock.data = time.perf_counter() - clock.last
 
     def after_iter(self, runner) -> None:
+        clock = self._clock
         now = time.perf_counter()  # one reading ends this iteration and starts the next
-        self._sum_time += now - self._t
-        self._sum_data += self._data_time
-        self._count += 1
-        self._t = now
+        clock.sum_time += now - clock.last
+        clock.sum_data += clock.data
+        clock.count += 1
+        clock.last = now
 
     def _take_sums(self) -> Dict[str, Tuple[float, int]]:
         """The sums since the last call, for the log buffer; then start again."""
-        count, self._count = self._count, 0
+        clock = self._clock
+        count, clock.count = clock.count, 0
         if not count:
             return {}
-        sums = {'data_time': (self._sum_data, count), 'time': (self._sum_time, count)}
-        self._sum_time = self._sum_data = 0.
+        sums = {'data_time': (clock.sum_data, count), 'time': (clock.sum_time, count)}
+        clock.sum_time = clock.sum_data = 0.
         return sums
+
+
+class _Sums:
+    """The timer's readings and running sums.
+
+    An object of their own: written five times an iteration, they would
+    otherwise each go through ``Hook.__setattr__`` (which watches for stage
+    methods assigned on a hook).
+    """
+
+    __slots__ = ('last', 'data', 'sum_time', 'sum_data', 'count')
+
+    def __init__(self) -> None:
+        self.last = self.data = self.sum_time = self.sum_data = 0.
+        self.count = 0

@@ -112,7 +112,7 @@ class OptimizerHook(Hook):
                 runner.call_hook('after_backward')
         if step.ends_window(it):
             step.optimizer = runner.optimizer  # (a hook may have replaced it)
-            if step.scaler is not None:  # (nothing to unscale in full precision or bf16)
+            if step.scaled_step is not None:  # (nothing to unscale in full precision or bf16)
                 step.unscale_()
             if 'before_optimizer_step' in hooked:
                 runner.call_hook('before_optimizer_step')

@@ -37,7 +37,7 @@ import torch
 from torch.utils.data import BatchSampler, IterableDataset, SequentialSampler
 
 from ..utils import get_dist_info
-from .rng import get_rng_state, set_rng_state
+from .rng import capture_rng_state, get_rng_state, plain_rng_state, set_rng_state
 
 # How the checkpointed run drew its batches: (world size, samples per process).
 Geometry = Tuple[int, int]
@@ -70,7 +70,7 @@ class DataPass:
         state: Dict[str, Any] = dict(workers_running=self.start['persistent'])
         if epoch == self.epoch:  # else the pass is over: the next starts from the run's RNG
             state.update(epoch=epoch, samples=self.sample + (index - self.index) * self.per_batch,
-                         pass_start=self.start)
+                         pass_start=dict(self.start, rng=plain_rng_state(self.start['rng'])))
         return state
 
 
@@ -121,7 +121,8 @@ def pass_start(loader: Any, workers_running: bool = False) -> Dict[str, Any]:
         _begun.add(loader)
     except TypeError:  # not weak-referenceable
         first = False
-    return dict(rng=get_rng_state(devices=False),
+    # (as the libraries return them, fresh copies; made plain when a checkpoint takes them)
+    return dict(rng=capture_rng_state(),
                 generators={n: g.get_state() for n, g in _generators(loader).items()},
                 epoch=None if sampler is None else sampler.epoch,
                 fresh=not (persistent and (workers_running

@@ -191,6 +191,11 @@ class OptimStep:
     def update(self) -> UpdateResult:
         """Verdict on the losses → clip → step (through the scaler) → zero_grad."""
         optimizer = self.optimizer
+        if not self.skip_nonfinite and self.grad_clip is None and self.scaled_step is None:
+            optimizer.step()  # the common case: nothing to decide, clip or scale
+            optimizer.zero_grad(set_to_none=True)
+            self._applied = True
+            return STEPPED
         verdict = APPLIED
         if self.skip_nonfinite and self.scaled_step is None:
             verdict = self.losses.verdict(on_device=self._applied

@@ -99,13 +99,20 @@ class DataContainer:
 
 
 def contains_data_container(obj: Any) -> bool:
-    """Whether ``obj`` (a sample or a batch: dicts, lists, tuples) holds a :class:`DataContainer`."""
+    """Whether ``obj`` (a sample or a batch: dicts, lists, tuples) holds a :class:`DataContainer`.
+
+    Asked of every batch and every collated sample list, so plain tensors
+    (the usual leaves) are passed over without a call of their own.
+    """
     if isinstance(obj, DataContainer):
         return True
     if isinstance(obj, dict):
-        return any(contains_data_container(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return any(contains_data_container(v) for v in obj)
+        obj = obj.values()
+    elif not isinstance(obj, (list, tuple)):
+        return False
+    for item in obj:
+        if type(item) is not torch.Tensor and contains_data_container(item):
+            return True
     return False
 
 

@@ -192,3 +192,78 @@ def test_an_object_hung_on_the_hook_is_compared_as_itself_not_copied():
     rows = _drive(hook, lambda hook, runner: None)
     assert hook._ahead.rows
     assert [r[0] for r in rows] == pytest.approx([_cosine(i, 40) for i in range(40)], rel=1e-12)
+
+
+# -- the key of the computed-ahead rows: a version moved by assignment, containers by value --
+def _warmup_iters(hook, runner):
+    hook.warmup_iters = 20
+
+
+def _deleted_and_restored(hook, runner):
+    gamma = hook.gamma
+    del hook.gamma
+    hook.gamma = gamma * 3  # (the same name, another value: seen through the version)
+
+
+def _setattr_by_name(hook, runner):
+    setattr(hook, 'gamma', 0.25)
+
+
+def _steps_reassigned_in_place(hook, runner):
+    hook.step[:] = [3, 15]
+
+
+KEYED = [_warmup_iters, _deleted_and_restored, _setattr_by_name, _steps_reassigned_in_place]
+
+
+@pytest.mark.parametrize('change', KEYED, ids=[c.__name__.strip('_') for c in KEYED])
+def test_the_rows_key_follows_assignments_deletions_and_in_place_changes(change):
+    def make(cls):
+        return cls(step=[5, 20, 30], gamma=0.1, by_epoch=False, warmup='linear',
+                   warmup_iters=12, warmup_ratio=0.1)
+
+    ahead = _drive(make(StepLrUpdaterHook), change, iters=60)
+    assert ahead == _drive(make(_UserStep), change, iters=60)
+
+
+def test_the_version_moves_on_assignment_and_deletion_not_on_the_regular_value():
+    hook = StepLrUpdaterHook(step=[5], by_epoch=False)
+    runner = make_runner(make_optimizer(), None, 7, 40)
+    hook.before_run(runner)
+    hook.before_train_iter(runner)
+    version = hook._state_version
+    for it in range(1, 5):  # writing regular_lr every iteration moves nothing
+        runner.iter = it
+        hook.before_train_iter(runner)
+    assert hook._state_version == version
+    hook.regular_lr = [0.5]  # volatile: not part of the key
+    assert hook._state_version == version
+    hook.gamma = 0.3
+    del hook.min_lr
+    assert hook._state_version == version + 2
+
+
+def test_a_momentum_schedule_follows_an_in_place_change_of_its_base_values():
+    class _UserMomentum(CosineAnnealingMomentumUpdaterHook):
+        pass
+
+    def change(hook, runner):
+        hook.base_momentum[0] = 0.5
+
+    def drive(hook):
+        runner = make_runner(make_optimizer(), None, 7, 40)
+        hook.before_run(runner)
+        rows = []
+        for it in range(30):
+            runner.iter = it
+            if it == 10:
+                change(hook, runner)
+            hook.before_train_iter(runner)
+            rows.append([g['momentum'] for g in runner.optimizer.param_groups])
+        return rows
+
+    builtin = CosineAnnealingMomentumUpdaterHook(min_momentum=0.1, by_epoch=False)
+    ahead = drive(builtin)
+    assert builtin._ahead.rows
+    assert ahead == drive(_UserMomentum(min_momentum=0.1, by_epoch=False))
+    assert ahead[9][0] != ahead[10][0]

@@ -12,10 +12,17 @@ only sound while nothing they depend on changes, so:
   functions mtrain defined — checked by identity on the class, and by name on
   the instance — is computed ahead. Any subclass (it may read anything on the
   runner), and any patched method, is asked every iteration as in mmcv.
-- **State**: the rows are keyed on a copy of the hook's attributes (``base_lr``
-  and the policy's settings, compared by value, so an in-place change counts),
-  ``runner.max_iters`` and the first iteration. Any difference, or an
-  iteration outside the rows (a resume, a jump), recomputes from there.
+- **State**: the rows are keyed on the hook's attributes, ``runner.max_iters``
+  and the first iteration. An attribute assigned (or deleted) moves the
+  hook's ``_state_version`` (:meth:`~.base.ScheduleHook.__setattr__`); the
+  containers among the attributes (``base_lr``, ``step``: lists, tuples,
+  dicts, sets) are also compared by value with a copy taken when the rows
+  were computed, so an in-place change (``hook.step.append(12)``) counts.
+  Any difference, or an iteration outside the rows (a resume, a jump),
+  recomputes from there. Per iteration this is one integer comparison and
+  one comparison of the few containers, not a copy of the hook's state. (A
+  value written into ``hook.__dict__`` directly, bypassing assignment, is
+  not seen; mtrain writes none, and a policy's attributes are assigned.)
 
 The param groups themselves are not part of the key: the rows hold values,
 and the hook writes them into ``runner.optimizer.param_groups`` as read at
@@ -36,7 +43,8 @@ POLICY_METHODS = (
     '_get_regular', '_get_warmup', '_regular_from', '_warmup_from', '_base_values')
 
 #: Attributes that change every iteration or hold the cache: not part of the key.
-_VOLATILE = frozenset(('regular_lr', 'regular_momentum', '_ahead', '_regular_epoch'))
+VOLATILE = frozenset(('regular_lr', 'regular_momentum', '_ahead', '_regular_epoch',
+                      '_state_version'))
 
 # class -> (a getter of its policy functions, the functions it had when declared)
 _OWN: Dict[type, Tuple[Callable[[type], Any], Any]] = {}
@@ -53,17 +61,23 @@ def own_policy(cls: type) -> type:
     return cls
 
 
+def _own_class(cls: type) -> bool:
+    """One of mtrain's own policy classes, its policy functions still the ones it declared."""
+    own = _OWN.get(cls)
+    return own is not None and not cls.reads_group and own[0](cls) == own[1]
+
+
 def computes_ahead(hook) -> bool:
     """Whether ``hook``'s values may come from the rows: mtrain's behaviour, unpatched."""
-    cls = type(hook)
-    own = _OWN.get(cls)
-    if own is None or cls.reads_group or own[0](cls) != own[1]:
-        return False
-    return vars(hook).keys().isdisjoint(POLICY_METHODS)
+    return _own_class(type(hook)) and vars(hook).keys().isdisjoint(POLICY_METHODS)
 
 
-def _state(hook) -> Dict[str, Any]:
-    return {k: v for k, v in vars(hook).items() if k not in _VOLATILE}
+def _containers(state: Dict[str, Any]) -> Callable[[Dict[str, Any]], Any]:
+    """A getter, over a ``vars()``, of the attributes an in-place change can alter (lists...)."""
+    names = sorted(k for k, v in state.items() if k not in VOLATILE and _frozen(v) is not v)
+    if not names:
+        return lambda attrs: None
+    return operator.itemgetter(*names)
 
 
 def _frozen(value: Any) -> Any:
@@ -84,25 +98,37 @@ def _frozen(value: Any) -> Any:
 class AheadCache:
     """The rows ``(regular, written)`` of iterations ``start``, ``start + 1``, … and their key."""
 
-    __slots__ = ('rows', 'start', 'max_iters', 'state')
+    __slots__ = ('rows', 'start', 'max_iters', 'version', 'containers', 'frozen')
 
     def __init__(self) -> None:
         self.rows: List[Tuple[Any, Any]] = []
         self.start = 0
         self.max_iters: Optional[int] = None
-        self.state: Optional[Dict[str, Any]] = None
+        self.version = -1  # the hook's _state_version the rows were computed at
+        self.containers: Callable[[Dict[str, Any]], Any] = lambda attrs: None
+        self.frozen: Any = None  # a copy of the containers' values then
 
-    def row(self, hook, runner) -> Tuple[Any, Any]:
-        """This iteration's (regular, written) values, recomputed when the key changed."""
+    def row(self, hook, runner) -> Optional[Tuple[Any, Any]]:
+        """This iteration's (regular, written) values, recomputed when the key changed.
+
+        None when the hook must be asked instead (:func:`computes_ahead` is false).
+        """
+        if not _own_class(type(hook)):  # (a class patch is not seen by the version)
+            return None
         i = runner.iter - self.start
-        if not (0 <= i < len(self.rows) and runner.max_iters == self.max_iters
-                and _state(hook) == self.state):
+        if not (hook._state_version == self.version and 0 <= i < len(self.rows)
+                and runner.max_iters == self.max_iters
+                and self.containers(vars(hook)) == self.frozen):
+            if not computes_ahead(hook):  # a policy method assigned on the instance
+                return None
             self._compute(hook, runner)
             i = 0
         return self.rows[i]
 
     def _compute(self, hook, runner) -> None:
-        self.state = _frozen(_state(hook))
+        self.version = hook._state_version
+        self.containers = _containers(vars(hook))
+        self.frozen = _frozen(self.containers(vars(hook)))
         self.max_iters = runner.max_iters
         start = runner.iter
         stop = max(start + 1, min(start + AHEAD, runner.max_iters or 0))

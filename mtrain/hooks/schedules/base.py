@@ -11,7 +11,7 @@ step is skipped. Only ``policy='Torch'`` counts optimizer updates.
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..hook import Hook
-from .ahead import AheadCache, computes_ahead
+from .ahead import VOLATILE, AheadCache
 from .formulas import check_min_or_ratio, check_warmup, target_value, warmup_factor
 
 Values = Union[List[float], Dict[str, List[float]]]  # mmcv's shape: per group, or per optimizer
@@ -70,6 +70,19 @@ class ScheduleHook(Hook):
     reads_group = False
     #: mmcv's attribute names for the initial and the regular values.
     _base_attr, _regular_attr = 'base_lr', 'regular_lr'
+    #: Moves whenever an attribute the values depend on is assigned or deleted:
+    #: the key of the computed-ahead rows (:mod:`.ahead`).
+    _state_version = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name not in VOLATILE:
+            object.__setattr__(self, '_state_version', self._state_version + 1)
+
+    def __delattr__(self, name: str) -> None:
+        super().__delattr__(name)
+        if name not in VOLATILE:
+            object.__setattr__(self, '_state_version', self._state_version + 1)
 
     def __init__(self, by_epoch: bool, warmup: Optional[str], warmup_iters: float,
                  warmup_ratio: float, warmup_by_epoch: bool) -> None:
@@ -153,10 +166,11 @@ class ScheduleHook(Hook):
             self._resolve_warmup_iters(runner)
         cur = runner.iter
         if not self.by_epoch:
-            if computes_ahead(self):
-                regular, written = self._ahead.row(self, runner)
-                self._keep_regular(regular)
-                self._set(runner, written)
+            row = self._ahead.row(self, runner)
+            if row is not None:  # mtrain's own policy, computed ahead (see .ahead)
+                # (a plain store: the class is mtrain's own, regular_* is no key)
+                object.__setattr__(self, self._regular_attr, row[0])
+                self._set(runner, row[1])
                 return
             self._keep_regular(self._get_regular(runner))
             if self.warmup is None or cur >= self.warmup_iters:
