@@ -20,6 +20,7 @@ from .paramwise import as_mmengine, mmengine_differs, uniform_base_lr
 from .report import ConversionReport
 from .scale_lr import carry_auto_scale_lr
 from .table import DISPLAY_ONLY_HOOKS, LOGGER_BACKENDS
+from .val_points import val_rule_to_mmengine
 
 _LOADER_KEYS = {'samples_per_gpu': 'batch_size', 'workers_per_gpu': 'num_workers',
                 'persistent_workers': 'persistent_workers', 'pin_memory': 'pin_memory',
@@ -244,15 +245,7 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     if evaluation.pop('by_epoch', loop[0]) != loop[0]:
         report.lossy('evaluation.by_epoch', 'train_cfg.val_interval', 'mmengine validates in '
                      'the unit of its loop')
-    out['train_cfg']['val_interval'] = interval
-    if start is not None:
-        out['train_cfg']['val_begin'] = start
-        if start % interval:
-            report.lossy('evaluation.start', 'train_cfg.val_begin', 'mmcv evaluates at start, '
-                         'start + interval, ...; mmengine at multiples of val_interval')
-    if loop[1] % interval:
-        report.lossy('evaluation.interval', 'train_cfg.val_interval', 'mmengine also '
-                     f'validates after the last step ({loop[1]}), mmcv does not')
+    out['train_cfg'].update(val_rule_to_mmengine(start, interval, loop, report))
     evaluator = metric_to_evaluator(evaluation.pop('metric', 'accuracy'), report,
                                     metric_classes)
     if evaluator is None:
