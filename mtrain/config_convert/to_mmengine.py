@@ -242,9 +242,12 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
                             f'{split}_cfg and {split}_evaluator with {split}_dataloader')
         return
     interval, start = evaluation.pop('interval', 1), evaluation.pop('start', None)
-    if evaluation.pop('by_epoch', loop[0]) != loop[0]:
-        report.lossy('evaluation.by_epoch', 'train_cfg.val_interval', 'mmengine validates in '
-                     'the unit of its loop')
+    by_epoch = evaluation.pop('by_epoch', loop[0])
+    if by_epoch != loop[0]:
+        units = ('epoch', 'iteration') if by_epoch else ('iteration', 'epoch')
+        report.lossy('evaluation.by_epoch', 'train_cfg.val_interval', f'mmcv evaluates by '
+                     f'{units[0]} (by_epoch={by_epoch}), mmengine validates in the unit of '
+                     f'its loop: every {interval} {units[1]}s')
     out['train_cfg'].update(val_rule_to_mmengine(start, interval, loop, report))
     evaluator = metric_to_evaluator(evaluation.pop('metric', 'accuracy'), report,
                                     metric_classes)

@@ -79,8 +79,8 @@ def mtrain_points(cfg, by_epoch, tmp_path):
     return ValPointData.calls
 
 
-def mmcv_cfg(length, by_epoch, **evaluation):
-    runner = (dict(type='EpochBasedRunner', max_epochs=length) if by_epoch else
+def mmcv_cfg(length, epochs, **evaluation):
+    runner = (dict(type='EpochBasedRunner', max_epochs=length) if epochs else
               dict(type='IterBasedRunner', max_iters=length))
     return dict(optimizer=dict(type='SGD', lr=0.01), optimizer_config=dict(), runner=runner,
                 lr_config=dict(policy='fixed'), evaluation=dict(metric='accuracy', **evaluation),
@@ -267,3 +267,13 @@ def test_mmengine_points_are_where_mmengine_0_10_7s_runner_validates(tmp_path):
                              **{'max_epochs' if by_epoch else 'max_iters': n})
             assert engine_points(train_cfg, tmp_path) == mmengine_points(begin, interval, n), \
                 train_cfg
+
+
+def test_evaluation_by_iteration_in_an_epoch_runner_is_lossy_as_measured(tmp_path):
+    """mmcv: iterations 2, 4, 6 of 3 two-iteration epochs; mmengine's epoch loop: epochs 2, 3."""
+    cfg = mmcv_cfg(3, True, interval=2, by_epoch=False)
+    converted, report = to_mmengine(cfg)
+    assert mtrain_points(cfg, False, tmp_path) == [2, 4, 6]
+    assert engine_points(converted['train_cfg'], tmp_path) == [2, 3]
+    entry = _verdict(report, 'evaluation.by_epoch')
+    assert entry.kind == 'lossy' and 'every 2 epochs' in entry.reason
