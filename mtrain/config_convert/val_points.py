@@ -32,7 +32,9 @@ def mmcv_points(start: Optional[int], interval: int, length: int) -> List[int]:
 
 def mmengine_points(begin: int, interval: int, length: int) -> List[int]:
     """The epochs (iterations) mmengine 0.10's train loops validate after."""
-    return [e for e in range(max(begin, 1), length + 1) if e % interval == 0 or e == length]
+    first = -(-max(begin, 1) // interval) * interval  # the first multiple from begin on
+    points = list(range(first, length + 1, interval))
+    return points + [length] if begin <= length and points[-1:] != [length] else points
 
 
 def to_mmengine_rule(start: Optional[int], interval: int, length: int
@@ -43,11 +45,11 @@ def to_mmengine_rule(start: Optional[int], interval: int, length: int
         return length + 1, interval  # never: val_begin past the end
     if 0 in want or want[-1] != length:
         return None  # mmengine never validates before training, always after the last
-    early = want[:-1]
-    for begin, step in ((early[0] if early else length, interval),
-                        (early[0] if early else length, early[0] if early else interval)):
-        if mmengine_points(begin, step, length) == want:
-            return (1 if mmengine_points(1, step, length) == want else begin), step
+    first = want[0]
+    # multiples of mmcv's interval from `first` on, or `first` alone before the last
+    for step in (interval, first):
+        if mmengine_points(first, step, length) == want:
+            return (1 if mmengine_points(1, step, length) == want else first), step
     return None
 
 
