@@ -31,14 +31,20 @@ KEY_MAP: List[Tuple[str, str, str]] = [
      "train_cfg=dict(type='EpochBasedTrainLoop', max_epochs=N)", 'also `total_epochs=N`'),
     ('runner=dict(type=\'IterBasedRunner\', max_iters=N)',
      "train_cfg=dict(type='IterBasedTrainLoop', max_iters=N)", ''),
-    ('evaluation (interval, metric, save_best, rule)',
-     'train_cfg.val_interval, val_cfg, val_evaluator, default_hooks.checkpoint.save_best',
-     "mmengine also validates after the last epoch/iteration; metric names map by the "
-     'metric table below, or to any registered metric class named by '
+    ('evaluation (metric, save_best, rule)',
+     'val_cfg, val_evaluator, default_hooks.checkpoint.save_best',
+     'metric names map by the metric table below, or to any registered metric class named by '
      '`--metric-class NAME=TYPE`; a metric class maps back onto the dataset\'s own '
      "`evaluate(metric=...)` through its `metric`/`metrics`/`iou_metrics` argument (a "
      'registered class: read from its signature, default included; save_best gains its '
      '`default_prefix`)'),
+    ('evaluation.start, evaluation.interval',
+     'train_cfg.val_begin, train_cfg.val_interval',
+     'translated by the validated points, not by name: mmcv 1.7.2 evaluates after every '
+     'e >= start with (e - start) % interval == 0 (start=None: e % interval == 0; start=0 '
+     'with interval=1 also once before training), mmengine 0.10 after every e >= val_begin '
+     'with e % val_interval == 0 or e == the last epoch/iteration (e counted from 1)'),
+    ('evaluation.by_epoch', '(the loop\'s unit)', "mmengine validates in its loop's unit"),
     ('workflow=[(\'train\', 1)]', '(implicit)', ''),
     ('checkpoint_config', 'default_hooks.checkpoint',
      "by_epoch written out both ways: mmcv's IterBasedRunner defaults it to False, mmengine's "
@@ -76,10 +82,20 @@ KEY_VERDICTS: Dict[str, str] = {
     "1.7.2's OptimizerHook passes grad_clip to clip_grad_norm_ only; see the weight table)",
     'lr_config (policy, warmup)': 'see the policy table',
     'momentum_config (policy)': 'see the policy table',
-    'evaluation (interval, metric, save_best, rule)': 'exact for the metric table and for '
+    'evaluation (metric, save_best, rule)': 'exact for the metric table and for '
     'registered metric classes with a metric-name argument (a toy box-mAP class checked '
     "against mmengine's Runner); a class naming no metric, or a metric no class is named "
     'for: lossy, with the reason',
+    'evaluation.start, evaluation.interval': 'exact wherever the two lists of validated '
+    'epochs (iterations) are equal for the run length, found in closed form both ways '
+    '(start=3, interval=2 over 5 epochs, [3, 5], is val_begin=3, val_interval=3; a list '
+    'ending past the run: val_begin = max_epochs + 1); lossy otherwise, the reason listing '
+    "both (mmcv skipping the last epoch, evaluating before training, or mmengine's shorter "
+    'last step); measured against mmengine 0.10.7\'s Runner and mmcv 1.7.2\'s EvalHook. An '
+    'mmengine config trained by mtrain itself: always exact (EvalHook mmengine_rule)',
+    'evaluation.by_epoch': 'exact when it is the runner\'s unit; otherwise lossy (measured: '
+    'by_epoch=False in an EpochBasedRunner evaluates at iterations, mmengine\'s epoch loop '
+    'at epochs)',
     "workflow=[('train', 1)]": "val phases: impossible, dropped (mmengine's ValLoop computes "
     "metrics, never losses; measured: mtrain logs a val-loss mean each epoch, mmengine's Runner "
     'on the conversion runs no val phase, and the trained weights agree to 1e-6)',

@@ -21,6 +21,7 @@ from .paramwise import mmengine_differs, uniform_base_lr
 from .report import ConversionReport
 from .scale_lr import carry_auto_scale_lr
 from .table import LOGGER_BACKENDS, UNSUPPORTED
+from .val_points import val_rule_to_mmcv
 
 _BACKEND_HOOKS = {v: k for k, v in LOGGER_BACKENDS.items()}
 _BACKEND_ARGS = {'WandbVisBackend': ('init_kwargs', ), 'MLflowVisBackend': ('exp_name', 'tags',
@@ -48,7 +49,7 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
     _data(src, out, report)
     _optim(src, out, report, keep_schedulers)
     _schedules(src, out, loop, report, keep_schedulers)
-    _evaluation(src, out, loop, report)
+    _evaluation(src, out, loop, report, keep_schedulers)
     _custom_hooks(src, out, report)
     _hooks(src, out, loop, report)
     ddp_to_mmcv(src, out, report)
@@ -206,28 +207,20 @@ def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
 
 
 def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
-                report: ConversionReport) -> None:
+                report: ConversionReport, training: bool) -> None:
     val = out.pop('_val')
     evaluator = src.pop('val_evaluator', None)
     src.pop('test_evaluator', None)
     if evaluator is None or 'val' not in out.get('data', {}):
         return
     metric = evaluator_to_metric(evaluator, report)
-    evaluation: Dict[str, Any] = dict(interval=val['interval'])
+    evaluation: Dict[str, Any] = val_rule_to_mmcv(val['begin'], val['interval'], loop,
+                                                  report, training)
     if metric is not None:
         evaluation['metric'] = metric if len(metric) > 1 else metric[0]
-    if val['begin'] > 1:
-        evaluation['start'] = val['begin']
-        if val['begin'] % val['interval']:
-            report.lossy('train_cfg.val_begin', 'evaluation.start', 'mmengine evaluates at '
-                         'multiples of val_interval, mmcv at start, start + interval, ...')
-    if loop[1] % val['interval']:
-        report.lossy('train_cfg.val_interval', 'evaluation.interval', 'mmengine also '
-                     f'validates after the last step ({loop[1]}), mtrain does not')
     if not loop[0]:
         evaluation['by_epoch'] = False
     out['evaluation'] = evaluation
-    report.exact('train_cfg.val_interval', 'evaluation.interval')
 
 
 def _custom_hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:

@@ -20,6 +20,7 @@ from .paramwise import as_mmengine, mmengine_differs, uniform_base_lr
 from .report import ConversionReport
 from .scale_lr import carry_auto_scale_lr
 from .table import DISPLAY_ONLY_HOOKS, LOGGER_BACKENDS
+from .val_points import val_rule_to_mmengine
 
 _LOADER_KEYS = {'samples_per_gpu': 'batch_size', 'workers_per_gpu': 'num_workers',
                 'persistent_workers': 'persistent_workers', 'pin_memory': 'pin_memory',
@@ -241,18 +242,13 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
                             f'{split}_cfg and {split}_evaluator with {split}_dataloader')
         return
     interval, start = evaluation.pop('interval', 1), evaluation.pop('start', None)
-    if evaluation.pop('by_epoch', loop[0]) != loop[0]:
-        report.lossy('evaluation.by_epoch', 'train_cfg.val_interval', 'mmengine validates in '
-                     'the unit of its loop')
-    out['train_cfg']['val_interval'] = interval
-    if start is not None:
-        out['train_cfg']['val_begin'] = start
-        if start % interval:
-            report.lossy('evaluation.start', 'train_cfg.val_begin', 'mmcv evaluates at start, '
-                         'start + interval, ...; mmengine at multiples of val_interval')
-    if loop[1] % interval:
-        report.lossy('evaluation.interval', 'train_cfg.val_interval', 'mmengine also '
-                     f'validates after the last step ({loop[1]}), mmcv does not')
+    by_epoch = evaluation.pop('by_epoch', loop[0])
+    if by_epoch != loop[0]:
+        units = ('epoch', 'iteration') if by_epoch else ('iteration', 'epoch')
+        report.lossy('evaluation.by_epoch', 'train_cfg.val_interval', f'mmcv evaluates by '
+                     f'{units[0]} (by_epoch={by_epoch}), mmengine validates in the unit of '
+                     f'its loop: every {interval} {units[1]}s')
+    out['train_cfg'].update(val_rule_to_mmengine(start, interval, loop, report))
     evaluator = metric_to_evaluator(evaluation.pop('metric', 'accuracy'), report,
                                     metric_classes)
     if evaluator is None:

@@ -84,6 +84,11 @@ class EvalHook(Hook):
         out_dir: folder of the best checkpoint: ``out_dir/<work dir's name>``
             (default: the work dir).
         file_client_args: accepted for mmcv compatibility; files are local.
+        mmengine_rule: validate as mmengine 0.10's train loops do, ``start``
+            being ``val_begin``: at multiples of ``interval`` from ``start`` on
+            and after the last epoch/iteration, never before training. Set by
+            :func:`mtrain.config_convert.for_training` for an mmengine config
+            whose points mmcv's rule cannot give (not an mmcv 1.x key).
         **eval_kwargs: passed to ``dataset.evaluate`` (e.g. ``metric='mAP'``).
     """
 
@@ -105,7 +110,8 @@ class EvalHook(Hook):
                  rule: Optional[str] = None, test_fn: Optional[Callable] = None,
                  greater_keys: Optional[Sequence[str]] = None,
                  less_keys: Optional[Sequence[str]] = None, out_dir: Optional[str] = None,
-                 file_client_args: Optional[dict] = None, **eval_kwargs) -> None:
+                 file_client_args: Optional[dict] = None, mmengine_rule: bool = False,
+                 **eval_kwargs) -> None:
         if not isinstance(interval, int) or interval <= 0:
             raise ValueError(f'evaluation interval must be a positive integer, got {interval!r}')
         if start is not None and (not isinstance(start, int) or start < 0):
@@ -119,6 +125,7 @@ class EvalHook(Hook):
         self.start = start
         self.interval = interval
         self.by_epoch = by_epoch
+        self.mmengine_rule = mmengine_rule
         self.save_best = save_best
         self.test_fn = test_fn if test_fn is not None else self.default_test_fn
         self.greater_keys = _key_list(greater_keys, self._default_greater_keys)
@@ -187,12 +194,12 @@ class EvalHook(Hook):
 
     def before_train_epoch(self, runner) -> None:
         """Evaluate once before training when ``start`` <= the epoch it starts at (mmcv)."""
-        if self.initial_flag and self.start is not None and runner.epoch >= self.start:
+        if self.initial_flag and self._evaluates_first(runner.epoch):
             self.after_train_epoch(runner)
         self.initial_flag = False
 
     def before_train_iter(self, runner) -> None:
-        if self.initial_flag and self.start is not None and runner.iter >= self.start:
+        if self.initial_flag and self._evaluates_first(runner.iter):
             self.after_train_iter(runner)
         self.initial_flag = False
 
@@ -211,8 +218,16 @@ class EvalHook(Hook):
         runner.log_buffer.clear()
         self._do_evaluate(runner)
 
+    def _evaluates_first(self, current: int) -> bool:
+        """mmcv evaluates once before training from ``start`` on; mmengine never does."""
+        return not self.mmengine_rule and self.start is not None and current >= self.start
+
     def _should_evaluate(self, runner) -> bool:
         current = (runner.epoch if self.by_epoch else runner.iter) + 1
+        if self.mmengine_rule:  # EpochBasedTrainLoop / IterBasedTrainLoop.run
+            last = runner.max_epochs if self.by_epoch else runner.max_iters
+            return current >= (self.start or 1) and (current % self.interval == 0
+                                                     or current == last)
         if self.start is None:
             return current % self.interval == 0
         return current >= self.start and (current - self.start) % self.interval == 0
