@@ -40,7 +40,9 @@ AHEAD = 512
 POLICY_METHODS = (
     'get_lr', 'get_regular_lr', 'get_warmup_lr', 'get_momentum', 'get_regular_momentum',
     'get_warmup_momentum', 'progress', 'progress_fraction', 'max_progress', 'target',
-    '_get_regular', '_get_warmup', '_regular_from', '_warmup_from', '_base_values')
+    '_get_regular', '_get_warmup', '_regular_from', '_warmup_from', '_base_values',
+    # The writers a row skips to reach _set_from (which it calls, with _write, by name).
+    '_set', '_set_lr', '_set_momentum')
 
 #: Attributes that change every iteration or hold the cache: not part of the key.
 VOLATILE = frozenset(('regular_lr', 'regular_momentum', '_ahead', '_regular_epoch',
@@ -108,14 +110,14 @@ class AheadCache:
         self.containers: Callable[[Dict[str, Any]], Any] = lambda attrs: None
         self.frozen: Any = None  # a copy of the containers' values then
 
-    def row(self, hook, runner) -> Optional[Tuple[Any, Any]]:
-        """This iteration's (regular, written) values, recomputed when the key changed.
+    def row(self, hook, runner, cur: int) -> Optional[Tuple[Any, Any]]:
+        """Iteration ``cur``'s (regular, written) values, recomputed when the key changed.
 
         None when the hook must be asked instead (:func:`computes_ahead` is false).
         """
         if not _own_class(type(hook)):  # (a class patch is not seen by the version)
             return None
-        i = runner.iter - self.start
+        i = cur - self.start
         if not (hook._state_version == self.version and 0 <= i < len(self.rows)
                 and runner.max_iters == self.max_iters
                 and self.containers(vars(hook)) == self.frozen):
