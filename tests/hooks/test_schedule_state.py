@@ -199,6 +199,27 @@ def test_a_writer_patched_mid_run_is_called(monkeypatch, where):
     assert [g['lr'] for g in runner.optimizer.param_groups] == [0.5, 0.5]
 
 
+@pytest.mark.parametrize('name', ['_get_regular', 'get_regular_lr', '_regular_from'])
+def test_the_chain_the_rows_skip_is_called_once_patched_mid_run(monkeypatch, name):
+    """The rows call get_lr directly while this chain is mtrain's; patch one link and it runs."""
+    hook = CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False)
+    runner = make_runner(make_optimizer(), None, 7, 40)
+    hook.before_run(runner)
+    hook.before_train_iter(runner)
+    original = getattr(CosineAnnealingLrUpdaterHook, name)
+
+    def halved(self, *args):
+        values = original(self, *args)
+        return values if name == '_regular_from' and args[1] != self.get_lr \
+            else [v / 2 for v in values]
+
+    monkeypatch.setattr(CosineAnnealingLrUpdaterHook, name, halved)
+    runner.iter = 5
+    hook.before_train_iter(runner)
+    assert [g['lr'] for g in runner.optimizer.param_groups] == pytest.approx(
+        [_cosine(5, 40) / 2, _cosine(5, 40, 0.01) / 2])
+
+
 def test_a_subclass_of_a_builtin_policy_is_asked_every_iteration():
     hook = _UserCosine(min_lr=0., by_epoch=False)
     runner = make_runner(make_optimizer(), None, 7, 40)

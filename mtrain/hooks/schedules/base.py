@@ -70,6 +70,8 @@ class ScheduleHook(Hook):
     reads_group = False
     #: mmcv's attribute names for the initial and the regular values.
     _base_attr, _regular_attr = 'base_lr', 'regular_lr'
+    #: The per-group policy method (``get_lr``) mmcv's ``get_regular_*`` asks for each base value.
+    _value_getter: Optional[str] = None
     #: Moves whenever an attribute the values depend on is assigned or deleted:
     #: the key of the computed-ahead rows (:mod:`.ahead`).
     _state_version = 0
