@@ -119,4 +119,5 @@ def ensure_training(model: nn.Module) -> None:
                 or 'train' in module.__dict__):  # (a train() of its own: always called)
             model.train()
             return
-        modules += module._modules.values()
+        if module._modules:  # (a leaf has none: no call)
+            modules += module._modules.values()
