@@ -111,13 +111,13 @@ def ensure_training(model: nn.Module) -> None:
     it in eval mode, a module added mid-run or a ``train`` patched on a class
     or an instance is seen at the next iteration.
     """
-    stack = [model]
-    while stack:
-        module = stack.pop()
+    modules = [model]
+    for module in modules:  # (a list grown while it is read: no pop/extend per module)
+        if module is None:  # (register_module(name, None) leaves a hole)
+            continue
         if (not module.training or type(module).train is not _MODULE_TRAIN
                 or 'train' in module.__dict__):  # (a train() of its own: always called)
             model.train()
             return
-        stack.extend(module._modules.values())
-        if None in stack:  # (register_module(name, None) leaves a hole)
-            stack = [m for m in stack if m is not None]
+        if module._modules:  # (a leaf has none: no call)
+            modules += module._modules.values()

@@ -175,6 +175,51 @@ def test_a_policy_method_patched_on_the_instance_is_called():
     assert [g['lr'] for g in runner.optimizer.param_groups] == [0.123, 0.123]
 
 
+@pytest.mark.parametrize('where', ['class', 'instance'])
+def test_a_writer_patched_mid_run_is_called(monkeypatch, where):
+    """A row skips ``_set``/``_set_lr`` only while both are mtrain's: a patched one is called."""
+    calls = []
+    hook = CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False)
+    runner = make_runner(make_optimizer(), None, 7, 40)
+    hook.before_run(runner)
+    hook.before_train_iter(runner)  # rows computed, written through _set_from
+
+    def _set_lr(*args):
+        calls.append(runner.iter)
+        for group in runner.optimizer.param_groups:
+            group['lr'] = 0.5
+
+    if where == 'class':
+        monkeypatch.setattr(CosineAnnealingLrUpdaterHook, '_set_lr', lambda self, r, v: _set_lr())
+    else:
+        hook._set_lr = lambda r, v: _set_lr()
+    runner.iter = 1
+    hook.before_train_iter(runner)
+    assert calls == [1]
+    assert [g['lr'] for g in runner.optimizer.param_groups] == [0.5, 0.5]
+
+
+@pytest.mark.parametrize('name', ['_get_regular', 'get_regular_lr', '_regular_from'])
+def test_the_chain_the_rows_skip_is_called_once_patched_mid_run(monkeypatch, name):
+    """The rows call get_lr directly while this chain is mtrain's; patch one link and it runs."""
+    hook = CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False)
+    runner = make_runner(make_optimizer(), None, 7, 40)
+    hook.before_run(runner)
+    hook.before_train_iter(runner)
+    original = getattr(CosineAnnealingLrUpdaterHook, name)
+
+    def halved(self, *args):
+        values = original(self, *args)
+        return values if name == '_regular_from' and args[1] != self.get_lr \
+            else [v / 2 for v in values]
+
+    monkeypatch.setattr(CosineAnnealingLrUpdaterHook, name, halved)
+    runner.iter = 5
+    hook.before_train_iter(runner)
+    assert [g['lr'] for g in runner.optimizer.param_groups] == pytest.approx(
+        [_cosine(5, 40) / 2, _cosine(5, 40, 0.01) / 2])
+
+
 def test_a_subclass_of_a_builtin_policy_is_asked_every_iteration():
     hook = _UserCosine(min_lr=0., by_epoch=False)
     runner = make_runner(make_optimizer(), None, 7, 40)

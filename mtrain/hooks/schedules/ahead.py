@@ -40,13 +40,16 @@ AHEAD = 512
 POLICY_METHODS = (
     'get_lr', 'get_regular_lr', 'get_warmup_lr', 'get_momentum', 'get_regular_momentum',
     'get_warmup_momentum', 'progress', 'progress_fraction', 'max_progress', 'target',
-    '_get_regular', '_get_warmup', '_regular_from', '_warmup_from', '_base_values')
+    '_get_regular', '_get_warmup', '_regular_from', '_warmup_from', '_base_values',
+    # The writers a row skips to reach _set_from (which it calls, with _write, by name).
+    '_set', '_set_lr', '_set_momentum')
 
 #: Attributes that change every iteration or hold the cache: not part of the key.
 VOLATILE = frozenset(('regular_lr', 'regular_momentum', '_ahead', '_regular_epoch',
                       '_state_version'))
 
-# class -> (a getter of its policy functions, the functions it had when declared)
+# class -> (a getter of its policy functions, the functions it had when declared,
+#           the getter its plain get_regular_* chain asks, see _plain_chain)
 _OWN: Dict[type, Tuple[Callable[[type], Any], Any]] = {}
 
 
@@ -57,8 +60,24 @@ def own_policy(cls: type) -> type:
     (``cls.get_lr = ...``), the class is asked every iteration again.
     """
     methods = operator.attrgetter(*(n for n in POLICY_METHODS if hasattr(cls, n)))
-    _OWN[cls] = (methods, methods(cls))
+    _OWN[cls] = (methods, methods(cls), _plain_chain(cls))
     return cls
+
+
+def _plain_chain(cls: type) -> Optional[str]:
+    """``get_lr`` (``get_momentum``) when ``cls._get_regular`` only asks it of each base value.
+
+    True when ``_get_regular``, ``get_regular_lr`` and ``_regular_from`` are
+    the base class's: the rows then call ``get_lr`` directly, four calls fewer
+    a row. Decided when the class is declared; a later patch of any of them
+    makes :func:`_own_class` false, and the hook is asked every iteration.
+    """
+    name = cls._value_getter
+    if name is None:
+        return None
+    owner = next(c for c in cls.__mro__ if vars(c).get('_value_getter') == name)
+    chain = ('_get_regular', 'get_regular' + name[3:], '_regular_from')
+    return name if all(getattr(cls, n) is getattr(owner, n) for n in chain) else None
 
 
 def _own_class(cls: type) -> bool:
@@ -108,14 +127,14 @@ class AheadCache:
         self.containers: Callable[[Dict[str, Any]], Any] = lambda attrs: None
         self.frozen: Any = None  # a copy of the containers' values then
 
-    def row(self, hook, runner) -> Optional[Tuple[Any, Any]]:
-        """This iteration's (regular, written) values, recomputed when the key changed.
+    def row(self, hook, runner, cur: int) -> Optional[Tuple[Any, Any]]:
+        """Iteration ``cur``'s (regular, written) values, recomputed when the key changed.
 
         None when the hook must be asked instead (:func:`computes_ahead` is false).
         """
         if not _own_class(type(hook)):  # (a class patch is not seen by the version)
             return None
-        i = runner.iter - self.start
+        i = cur - self.start
         if not (hook._state_version == self.version and 0 <= i < len(self.rows)
                 and runner.max_iters == self.max_iters
                 and self.containers(vars(hook)) == self.frozen):
@@ -133,10 +152,14 @@ class AheadCache:
         start = runner.iter
         stop = max(start + 1, min(start + AHEAD, runner.max_iters or 0))
         at = _RunnerAt(runner)
+        plain, base = _OWN[type(hook)][2], getattr(hook, hook._base_attr)
+        get_value = getattr(hook, plain) if plain and isinstance(base, list) else None
         rows = []
         for it in range(start, stop):
             at.iter = it
-            regular = hook._get_regular(at)
+            # (what _get_regular would return, without its three calls when the chain is plain)
+            regular = hook._get_regular(at) if get_value is None else \
+                [get_value(at, b) for b in base]
             if hook.warmup is None or it >= hook.warmup_iters:
                 rows.append((regular, regular))
             else:

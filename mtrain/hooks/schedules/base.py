@@ -70,6 +70,8 @@ class ScheduleHook(Hook):
     reads_group = False
     #: mmcv's attribute names for the initial and the regular values.
     _base_attr, _regular_attr = 'base_lr', 'regular_lr'
+    #: The per-group policy method (``get_lr``) mmcv's ``get_regular_*`` asks for each base value.
+    _value_getter: Optional[str] = None
     #: Moves whenever an attribute the values depend on is assigned or deleted:
     #: the key of the computed-ahead rows (:mod:`.ahead`).
     _state_version = 0
@@ -166,11 +168,12 @@ class ScheduleHook(Hook):
             self._resolve_warmup_iters(runner)
         cur = runner.iter
         if not self.by_epoch:
-            row = self._ahead.row(self, runner)
+            row = self._ahead.row(self, runner, cur)
             if row is not None:  # mtrain's own policy, computed ahead (see .ahead)
-                # (a plain store: the class is mtrain's own, regular_* is no key)
+                # (a plain store: the class is mtrain's own, regular_* is no key; and its
+                # _set / _set_lr only pass the values on to _set_from, checked with the row)
                 object.__setattr__(self, self._regular_attr, row[0])
-                self._set(runner, row[1])
+                self._set_from(runner, row[1])
                 return
             self._keep_regular(self._get_regular(runner))
             if self.warmup is None or cur >= self.warmup_iters:

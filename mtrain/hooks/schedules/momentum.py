@@ -60,6 +60,7 @@ class MomentumUpdaterHook(ScheduleHook):
 
     priority = 'HIGH'
     _base_attr, _regular_attr = 'base_momentum', 'regular_momentum'
+    _value_getter = 'get_momentum'
 
     def __init__(self, by_epoch: bool = True, warmup: Optional[str] = None,
                  warmup_iters: float = 0, warmup_ratio: float = 0.9,
