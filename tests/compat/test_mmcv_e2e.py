@@ -17,7 +17,7 @@ It needs a Python that has them (they pin mmcv 1.x, so not mtrain's venv)::
     pip install --no-deps mmcls==0.25.0 mmsegmentation==0.30.0
     pip install matplotlib prettytable packaging
 
-found as ``$MMCV_PYTHON`` (default ``/work/venv-mmcv/bin/python``, or ``venv-mmcv``
+found as tests/mmcv_python.py says (``$MMCV_PYTHON``, ``/work/venv-mmcv``, ``venv-mmcv``
 beside this venv); skipped with the reason otherwise.
 """
 
@@ -26,10 +26,11 @@ import json
 import os
 import os.path as osp
 import subprocess
-import sys
 
 import pytest
 import torch
+
+import mmcv_python  # tests/mmcv_python.py
 
 pytestmark = pytest.mark.slow
 
@@ -40,20 +41,9 @@ WANTED = {'mmcv': '1.7.2', 'mmcls': '0.25.0', 'mmseg': '0.30.0'}
 
 
 def _mmcv_python() -> str:
-    candidates = [os.environ.get('MMCV_PYTHON', '/work/venv-mmcv/bin/python'),
-                  osp.join(osp.dirname(sys.prefix), 'venv-mmcv', 'bin', 'python')]
-    for python in filter(None, candidates):
-        if not os.access(python, os.X_OK):
-            continue
-        probe = subprocess.run(
-            [python, '-c', 'import mmcv, mmcls, mmseg; '
-                           'print(mmcv.__version__, mmcls.__version__, mmseg.__version__)'],
-            capture_output=True, text=True)
-        if probe.returncode == 0 and probe.stdout.split() == list(WANTED.values()):
-            return python
-    pytest.skip('needs a Python with mmcv 1.7.2 (MMCV_WITH_OPS=0), mmcls 0.25.0 and '
-                'mmsegmentation 0.30.0: set MMCV_PYTHON or create /work/venv-mmcv as the module '
-                'docstring of tests/compat/test_mmcv_e2e.py shows')
+    return mmcv_python.find('import mmcv, mmcls, mmseg; print(mmcv.__version__, '
+                            'mmcls.__version__, mmseg.__version__)', list(WANTED.values()),
+                            'mmcv 1.7.2 (MMCV_WITH_OPS=0), mmcls 0.25.0 and mmsegmentation 0.30.0')
 
 
 @pytest.fixture(scope='module')

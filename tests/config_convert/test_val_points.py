@@ -12,9 +12,9 @@ import json
 import logging
 import os
 import subprocess
-import sys
 
 import pytest
+import mmcv_python  # tests/mmcv_python.py
 from convert_harness import CvToyData, EngineToyNet, _one_thread
 from mmengine.config import Config
 from mmengine.dataset import InfiniteSampler
@@ -233,16 +233,8 @@ def test_the_closed_forms_find_a_rule_exactly_when_one_exists():
 
 
 def _mmcv_python():
-    """``$MTRAIN_MMCV_PYTHON`` or ``venv-mmcv`` beside this venv (as test_mmcv_reference.py)."""
-    for python in filter(None, [os.environ.get('MTRAIN_MMCV_PYTHON'), os.path.join(
-            os.path.dirname(sys.prefix), 'venv-mmcv', 'bin', 'python')]):
-        probe = subprocess.run([python, '-c', 'import mmcv; print(mmcv.__version__)'],
-                               capture_output=True, text=True) if os.access(python, os.X_OK) \
-            else None
-        if probe is not None and probe.stdout.strip() == '1.7.2':
-            return python
-    pytest.skip('needs a Python with mmcv 1.7.2 (MMCV_WITH_OPS=0): set MTRAIN_MMCV_PYTHON or '
-                'create venv-mmcv beside this venv (tests/compat/test_mmcv_e2e.py shows how)')
+    return mmcv_python.find('import mmcv; print(mmcv.__version__)', ['1.7.2'],
+                            'mmcv 1.7.2 (MMCV_WITH_OPS=0)')
 
 
 @pytest.mark.slow

@@ -1,8 +1,7 @@
 """Side by side with mmcv 1.7.2 itself: init weights bit for bit, the init log, collate/scatter.
 
 Needs a Python with mmcv 1.7.2 (pure Python, ``MMCV_WITH_OPS=0``) and the same
-torch: ``$MTRAIN_MMCV_PYTHON``, or ``venv-mmcv`` beside this venv; skipped with
-the reason otherwise.
+torch, found as tests/mmcv_python.py says; skipped with the reason otherwise.
 """
 
 import os
@@ -13,26 +12,16 @@ import sys
 import pytest
 import torch
 
+import mmcv_python  # tests/mmcv_python.py
+
 pytestmark = pytest.mark.slow
 SCRIPT = os.path.join(os.path.dirname(__file__), 'mmcv_side_by_side.py')
 
 
 def _mmcv_python():
-    """As tests/compat/test_mmcv_e2e.py: ``$MTRAIN_MMCV_PYTHON`` or ``venv-mmcv`` beside this venv."""
-    candidates = [os.environ.get('MTRAIN_MMCV_PYTHON'),
-                  os.path.join(os.path.dirname(sys.prefix), 'venv-mmcv', 'bin', 'python')]
-    for python in filter(None, candidates):
-        if not os.access(python, os.X_OK):
-            continue
-        probe = subprocess.run([python, '-c', 'import mmcv, torch; print(mmcv.__version__, '
-                                'torch.__version__)'], capture_output=True, text=True)
-        versions = probe.stdout.split()
-        if probe.returncode == 0 and versions[0] == '1.7.2' and \
-                versions[1].split('+')[0] == torch.__version__.split('+')[0]:
-            return python
-    pytest.skip('needs a Python with mmcv 1.7.2 (MMCV_WITH_OPS=0) and this torch: set '
-                'MTRAIN_MMCV_PYTHON or create venv-mmcv beside this venv '
-                '(tests/compat/test_mmcv_e2e.py shows how)')
+    return mmcv_python.find('import mmcv, torch; print(mmcv.__version__, torch.__version__)',
+                            ['1.7.2', torch.__version__],
+                            'mmcv 1.7.2 (MMCV_WITH_OPS=0) and this torch')
 
 
 def _run_mmcv(python, out):
