@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Optional
 
 # ---------------------------------------------------------------- mmcv 1.x schema
 
-#: ``by_epoch`` given to hook configs that leave it out, per mmcv 1.x runner type.
+#: Each runner type's unit (``by_epoch``); only an iteration runner writes it into hook configs.
 RUNNER_BY_EPOCH: Dict[str, bool] = {'EpochBasedRunner': True, 'IterBasedRunner': False}
 
 #: The run-length key of each runner type, and the mmengine loop it corresponds to.
@@ -89,7 +89,11 @@ def runner_by_epoch(runner_type: Any) -> bool:
 def fill_runner_defaults(runner_type: Any, configs: Dict[str, Any],
                          takes_by_epoch: Optional[Callable[[Dict[str, Any]], bool]] = None
                          ) -> Dict[str, Any]:
-    """``configs`` with the runner's ``by_epoch`` where a hook config leaves it out.
+    """``configs`` with ``by_epoch=False`` where a hook config leaves it out (iteration runners).
+
+    Under an epoch runner nothing is filled in (as mmcv 1.7.2, whose
+    ``EpochBasedRunner`` keeps ``register_training_hooks`` as it is): each
+    hook class's own default applies.
 
     Args:
         runner_type: the runner's type name (or class).
@@ -104,9 +108,7 @@ def fill_runner_defaults(runner_type: Any, configs: Dict[str, Any],
         gives the same result as once.
     """
     by_epoch = runner_by_epoch(runner_type)
-    if by_epoch:
-        # mmcv 1.7.2's EpochBasedRunner writes no by_epoch: each hook class's own
-        # default applies (True for most; False for OneCycle, which refuses True).
+    if by_epoch:  # class defaults: True for most, False for OneCycle (which refuses True)
         return dict(configs)
     takes = takes_by_epoch or (lambda cfg: True)
 

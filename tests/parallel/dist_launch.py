@@ -11,7 +11,6 @@ Results go through files (``torch.save`` under a ``tmp_path``); ``launch``
 returns each rank's exit status and the job's wall time.
 """
 
-import importlib.util
 import os
 import os.path as osp
 import socket
@@ -26,15 +25,6 @@ import torch.multiprocessing as mp
 from mtrain.utils import destroy_dist, init_dist
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-
-def load_tool(name: str):
-    """``tools/<name>.py`` as a module (to call its ``main(argv)`` in a rank)."""
-    spec = importlib.util.spec_from_file_location(f'dist_tools_{name}',
-                                                  osp.join(ROOT, 'tools', f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def free_port() -> int:

@@ -8,7 +8,8 @@ import sys
 import pytest
 import torch
 
-from dist_launch import ROOT, launch, load_tool
+from dist_launch import ROOT, launch
+from tool_loader import load_tool
 from mtrain.datasets import DigitsDataset
 from mtrain.registry import MODELS, build
 

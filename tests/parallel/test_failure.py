@@ -6,7 +6,8 @@ import time
 import pytest
 import torch.distributed as dist
 
-from dist_launch import ROOT, launch, load_tool
+from dist_launch import ROOT, launch
+from tool_loader import load_tool
 from mtrain.datasets import DigitsDataset
 from mtrain.hooks import Hook
 from mtrain.registry import HOOKS

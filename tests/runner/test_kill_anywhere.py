@@ -36,7 +36,8 @@ import torch
 HERE = osp.dirname(osp.abspath(__file__))
 sys.path.insert(0, HERE)  # kill_hook, imported by the runs through custom_imports
 sys.path.insert(0, osp.join(osp.dirname(HERE), 'parallel'))
-from dist_launch import launch, load_tool  # noqa: E402
+from dist_launch import launch  # noqa: E402
+from tool_loader import load_tool  # noqa: E402
 from tracker_records import HOOKS as TRACKER_HOOKS, mlflow_env, tracker_records  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,5 @@
 """Running tools/sweep.py on the digits demo, shrunk to seconds per trial (helpers, fixtures)."""
 
-import importlib.util
 import os
 import shlex
 import subprocess
@@ -8,6 +7,7 @@ import sys
 
 import optuna
 import pytest
+from tool_loader import load_tool  # tests/tool_loader.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, 'configs', 'digits', 'lenet_digits.py')
@@ -72,15 +72,6 @@ def trial_argv(command):
 
 def load(work_dir, name='lenet_digits'):
     return optuna.load_study(study_name=name, storage=f'sqlite:///{work_dir}/sweep.db')
-
-
-def load_tool(name):
-    """tools/NAME.py as a module, to call its ``main(argv)`` in this process."""
-    spec = importlib.util.spec_from_file_location(f'tools_{name}',
-                                                  os.path.join(ROOT, 'tools', f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope='session')

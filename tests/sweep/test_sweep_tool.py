@@ -8,7 +8,8 @@ import pytest
 
 from mtrain.sweep.study import open_study
 
-from sweep_helpers import CONFIG, check_shared, load, load_tool, run_workers, sweep_command
+from sweep_helpers import CONFIG, check_shared, load, run_workers, sweep_command
+from tool_loader import load_tool
 from sweep_helpers import sweep_dir, sweep_tool  # noqa: F401  (fixtures)
 
 

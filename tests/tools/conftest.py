@@ -1,18 +1,7 @@
 """Load the scripts in tools/ as modules so tests can call their ``main(argv)`` in-process."""
 
-import importlib.util
-import os.path as osp
-
 import pytest
-
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-
-def load_tool(name: str):
-    spec = importlib.util.spec_from_file_location(f'tools_{name}', osp.join(ROOT, 'tools', f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tool_loader import ROOT, load_tool  # tests/tool_loader.py
 
 
 @pytest.fixture(scope='session')
