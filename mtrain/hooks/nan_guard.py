@@ -85,15 +85,13 @@ class NanGuardHook(Hook):
         self.action = action
         self.interval = interval
         # The log_vars of consecutive iterations since the last check, the first being
-        # iteration _first (1-based); checked when _due of them are in.
+        # iteration _first (1-based); checked when `interval` of them are in.
         self._pending: List[Dict[str, Any]] = []
-        self._first = self._due = 0
-        self._last_iter = None
+        self._first = 0
         self._step = None
         self._watched = None  # the log buffer whose 'loss' values this hook watches
 
     def before_run(self, runner) -> None:
-        self._last_iter = runner.max_iters
         if self.action == 'stop' and self._watched is not runner.log_buffer:
             runner.log_buffer.watch('loss', lambda values, total: self._read_back(runner, total))
             self._watched = runner.log_buffer
@@ -122,12 +120,12 @@ class NanGuardHook(Hook):
         if log_vars is None or 'loss' not in log_vars:
             return  # (no total loss: e.g. a GAN's own train_step)
         pending = self._pending
-        if not pending:  # a new interval: when is it due (at the run's last iteration at most)
+        if not pending:  # a new interval
             self._first = runner.iter + 1
-            last = self.interval if self._last_iter is None else self._last_iter - self._first + 1
-            self._due = min(self.interval, last)
         pending.append(log_vars)
-        if len(pending) == self._due:  # at the stage's end: a log line now may read them first
+        # Due after `interval` iterations or at the run's last, as long as the run is now.
+        # At the stage's end: a log line now may read them first.
+        if len(pending) >= self.interval or runner.iter + 1 == runner.max_iters:
             runner.at_stage_end(lambda: self.check(runner))
 
     def _read_back(self, runner, total: Optional[float]) -> None:

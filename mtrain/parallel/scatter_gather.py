@@ -111,6 +111,9 @@ def unpack_containers(inputs: tuple, kwargs: Dict[str, Any],
     Arguments without any container are returned as they are (mtrain's own
     batches: a few ``isinstance`` checks), so this is cheap on every step.
     """
-    if not (contains_data_container(inputs) or contains_data_container(kwargs)):
-        return inputs, kwargs
-    return unpack_to(inputs, kwargs, device_ids_of(module))
+    for item in inputs:  # (the arguments themselves: no call for the tuple, none per tensor)
+        if type(item) is not Tensor and contains_data_container(item):
+            return unpack_to(inputs, kwargs, device_ids_of(module))
+    if kwargs and contains_data_container(kwargs):
+        return unpack_to(inputs, kwargs, device_ids_of(module))
+    return inputs, kwargs

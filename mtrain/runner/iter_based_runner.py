@@ -111,13 +111,15 @@ def ensure_training(model: nn.Module) -> None:
     it in eval mode, a module added mid-run or a ``train`` patched on a class
     or an instance is seen at the next iteration.
     """
-    modules = [model]
+    modules, plain_train = [model], _MODULE_TRAIN
     for module in modules:  # (a list grown while it is read: no pop/extend per module)
         if module is None:  # (register_module(name, None) leaves a hole)
             continue
-        if (not module.training or type(module).train is not _MODULE_TRAIN
-                or 'train' in module.__dict__):  # (a train() of its own: always called)
+        attrs = module.__dict__  # (read once: the flag, an instance's train, the children)
+        if (not attrs.get('training') or 'train' in attrs
+                or type(module).train is not plain_train):  # (a train() of its own: always called)
             model.train()
             return
-        if module._modules:  # (a leaf has none: no call)
-            modules += module._modules.values()
+        children = attrs.get('_modules')
+        if children:  # (a leaf has none: no call)
+            modules += children.values()

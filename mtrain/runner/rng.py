@@ -26,10 +26,18 @@ def capture_rng_state() -> Dict[str, Any]:
 
 
 def plain_rng_state(state: Dict[str, Any]) -> Dict[str, Any]:
-    """``state`` with tuples and arrays as lists (safe to load weights-only); plain: as it is."""
-    name, keys, *rest = state['numpy']
-    return dict(state, python=_to_lists(state['python']),
-                numpy=[name, keys.tolist() if hasattr(keys, 'tolist') else keys, *rest])
+    """``state`` with tuples and arrays as lists (safe to load weights-only); plain: as it is.
+
+    The libraries ``state`` leaves out stay out (a pass start notes torch's alone
+    where nothing else draws, see :func:`~.data_pass.pass_start`).
+    """
+    plain = dict(state)
+    if 'python' in state:
+        plain['python'] = _to_lists(state['python'])
+    if 'numpy' in state:
+        name, keys, *rest = state['numpy']
+        plain['numpy'] = [name, keys.tolist() if hasattr(keys, 'tolist') else keys, *rest]
+    return plain
 
 
 def set_rng_state(state: Dict[str, Any]) -> None:

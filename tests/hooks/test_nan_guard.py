@@ -342,3 +342,28 @@ def test_skip_on_a_gpu_says_how_to_skip_without_a_sync(make_runner, caplog, requ
     assert len(said) == (0 if fused else 1)
     if said:
         assert "optimizer=dict(type='SGD', ..., fused=True)" in said[0]
+
+
+class ShortenRun(Hook):
+    """Cut the run to ``new_end`` iterations at iteration ``at`` (a run-length change mid-run)."""
+
+    def __init__(self, at, new_end):
+        self.at, self.new_end = at, new_end
+
+    def after_train_iter(self, runner):
+        if runner.iter + 1 == self.at:
+            runner._max_iters = self.new_end
+
+
+@pytest.mark.parametrize('new_end', [14, 25])
+def test_stop_checks_the_last_interval_of_a_run_whose_length_changed(make_runner, toy_loader,
+                                                                      new_end):
+    """The final check follows the run's length as it is, not as it was at the start."""
+    runner = make_runner(by_epoch=False, max_len=20)
+    runner.register_hook(OptimizerHook())
+    runner.register_hook(NanGuardHook(action='stop', interval=10))
+    runner.register_hook(ShortenRun(at=5, new_end=new_end))
+    runner.register_hook(PoisonLoss([12]))
+    with pytest.raises(NonFiniteLossError, match='iteration 12 '):
+        runner.run([toy_loader], [('train', 1)])
+    assert runner.iter == min(new_end, 20) - 1  # checked after the new last iteration
