@@ -19,6 +19,7 @@ import os.path as osp
 import signal
 import time
 import warnings
+from operator import attrgetter
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
@@ -143,29 +144,14 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
         """The class name of the model, inside its wrapper if any (as mmcv)."""
         return type(getattr(self.model, 'module', self.model)).__name__
 
-    @property
-    def hooks(self) -> List[Hook]:
-        return self._hooks
-
-    @property
-    def epoch(self) -> int:
-        return self._epoch
-
-    @property
-    def iter(self) -> int:
-        return self._iter
-
-    @property
-    def inner_iter(self) -> int:
-        return self._inner_iter
-
-    @property
-    def max_epochs(self) -> Optional[int]:
-        return self._max_epochs
-
-    @property
-    def max_iters(self) -> Optional[int]:
-        return self._max_iters
+    # Read-only, as mmcv's. Their getters are C functions (operator.attrgetter), not Python
+    # ones: the hooks read them a dozen times an iteration, and a Python getter costs a frame.
+    hooks = property(attrgetter('_hooks'), doc='The registered hooks, in priority order.')
+    epoch = property(attrgetter('_epoch'), doc='Completed epochs (passes over the train loader).')
+    iter = property(attrgetter('_iter'), doc='Completed training iterations.')
+    inner_iter = property(attrgetter('_inner_iter'), doc='Iterations done in the current epoch.')
+    max_epochs = property(attrgetter('_max_epochs'), doc='The run length in epochs, or None.')
+    max_iters = property(attrgetter('_max_iters'), doc='The run length in iterations, or None.')
 
     @property
     def optim_step(self):

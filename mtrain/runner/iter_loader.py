@@ -1,5 +1,6 @@
 """The checkpoint's data geometry, and an endless loader view for IterBasedRunner."""
 
+from operator import attrgetter
 from typing import Any, Dict, List, Optional
 
 from .data_pass import DataPass, Geometry, Note, begin_pass
@@ -50,9 +51,7 @@ class IterLoader:
         self.data_pass: Optional[DataPass] = None
         self.resume_notes: List[Note] = []
 
-    @property
-    def epoch(self) -> int:
-        return self._epoch
+    epoch = property(attrgetter('_epoch'), doc='The pass batches come from now (read-only).')
 
     @property
     def batch_size(self) -> Optional[int]:

@@ -102,7 +102,7 @@ class TextLoggerHook(LoggerHook):
         if self._json_file is None:
             return
         rounded = OrderedDict((k, _round(v)) for k, v in record.items())
-        self._json_file.write(json.dumps(rounded, default=_plain) + '\n')
+        self._json_file.write(_JSON.encode(rounded) + '\n')
 
 
 def _plain(value: Any) -> Any:
@@ -117,6 +117,10 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (np.ndarray, np.generic, torch.Tensor)):
         return value.tolist()
     return str(value)
+
+
+#: ``json.dumps(record, default=_plain)`` without making an encoder for every line.
+_JSON = json.JSONEncoder(default=_plain)
 
 
 def _round(value: Any) -> Any:
