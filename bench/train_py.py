@@ -81,7 +81,7 @@ data = dict(samples_per_gpu={batch}, workers_per_gpu=0,
             train=dict(type='BenchTensorDataset', n={samples}, shape=[{dim}]))
 optimizer = dict(type='SGD', lr=0.01, momentum=0.9, weight_decay=1e-4)
 optimizer_config = dict(grad_clip=None)
-lr_config = dict(policy='step', step=[{step}])  # {unit}
+lr_config = dict(policy='step', step=[{step}]{extra})  # {unit}
 runner = dict(type='{runner}', {length})
 checkpoint_config = dict(interval=-1)  # only the last one
 log_config = dict(interval={interval}, hooks=[dict(type='TextLoggerHook')])
@@ -92,15 +92,26 @@ device = 'cpu'
 """
 
 
+#: How the EpochBasedRunner config's step schedule counts: ``'epoch'`` (mmcv's default for
+#: that runner: the LR hook does nothing between epochs, while the plain loop steps its
+#: scheduler every iteration) or ``'iter'`` (``by_epoch=False``: per-iteration LR work on
+#: both sides, as in the IterBasedRunner config). ``--epoch-lr-by-iter`` sets ``'iter'``.
+EPOCH_SCHEDULE = 'epoch'
+
+
 def write_configs(folder: str, epochs: int) -> Dict[str, str]:
     """The two config files: ``{'epoch': path, 'iter': path}``."""
     iters = epochs * PER_EPOCH
     common = dict(batch=BATCH, samples=SAMPLES, dim=DIM, interval=INTERVAL, per_epoch=PER_EPOCH,
                   marks=marks(epochs))
+    by_iter = EPOCH_SCHEDULE == 'iter'
     texts = {
-        'epoch': CONFIG.format(step=max(1, epochs * 2 // 3), unit='epochs',
+        'epoch': CONFIG.format(step=max(1, iters * 2 // 3 if by_iter else epochs * 2 // 3),
+                               extra=', by_epoch=False' if by_iter else '',
+                               unit='iterations' if by_iter else 'epochs',
                                runner='EpochBasedRunner', length=f'max_epochs={epochs}', **common),
-        'iter': CONFIG.format(step=max(1, iters * 2 // 3), unit='iterations (by_epoch=False: the '
+        'iter': CONFIG.format(step=max(1, iters * 2 // 3), extra='',
+                              unit='iterations (by_epoch=False: the '
                               "iteration runner's default)", runner='IterBasedRunner',
                               length=f'max_iters={iters}', **common),
     }
@@ -287,7 +298,12 @@ def main(argv=None) -> int:
     parser.add_argument('--lockstep', action='store_true',
                         help='run each runner type and the plain loop in turns of one epoch '
                         '(bench/lockstep.py) and pair their epochs')
+    parser.add_argument('--epoch-lr-by-iter', action='store_true',
+                        help="step the EpochBasedRunner config's LR by iteration (by_epoch=False), "
+                        'as the plain loop and the IterBasedRunner config do')
     args = parser.parse_args(argv)
+    global EPOCH_SCHEDULE
+    EPOCH_SCHEDULE = 'iter' if args.epoch_lr_by_iter else 'epoch'
     torch.set_num_threads(1)
     set_clock(args.clock)
     with tempfile.TemporaryDirectory(prefix='bench_train_py_') as folder:
