@@ -250,7 +250,8 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
         A second signal while stopping interrupts at once. Under DDP the ranks
         agree every ``check_interval`` iterations on whether any was signalled
         and stop after the same iteration (:mod:`.preemption`). The handlers
-        that were installed before are restored when ``run()`` ends.
+        that were installed before are restored when ``run()`` ends, however
+        it ends (also when a hook's ``before_run`` fails).
         """
         self._stop_signals.restore()
         self._stop_signals = StopSignals(self.world_size, check_interval)

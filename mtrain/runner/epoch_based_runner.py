@@ -22,20 +22,24 @@ class EpochBasedRunner(BaseRunner):
 
     def run(self, data_loaders: Sequence[Any], workflow: List[Tuple[str, int]],
             max_epochs: int = None) -> None:
-        if max_epochs is not None:
-            self._max_epochs = max_epochs
-        if self._max_epochs is None:
-            # mmcv asserts max_epochs: catchable as ValueError and AssertionError
-            raise AssertedValueError('EpochBasedRunner needs max_epochs '
-                                     '(runner=dict(max_epochs=N))')
-        _check_workflow(workflow, data_loaders, self)
-        for (mode, _), loader in zip(workflow, data_loaders):
-            if mode == 'train':
-                self._max_iters = self._max_epochs * len(loader)
-                break
-        self.logger.info(f'Start running, work_dir: {self.work_dir}, workflow: {workflow}, '
-                         f'max: {self._max_epochs} epochs')
-        self.call_hook('before_run')
+        try:  # (a failure before the loop puts Ctrl-C's handlers back too: see stop_on_signals)
+            if max_epochs is not None:
+                self._max_epochs = max_epochs
+            if self._max_epochs is None:
+                # mmcv asserts max_epochs: catchable as ValueError and AssertionError
+                raise AssertedValueError('EpochBasedRunner needs max_epochs '
+                                         '(runner=dict(max_epochs=N))')
+            _check_workflow(workflow, data_loaders, self)
+            for (mode, _), loader in zip(workflow, data_loaders):
+                if mode == 'train':
+                    self._max_iters = self._max_epochs * len(loader)
+                    break
+            self.logger.info(f'Start running, work_dir: {self.work_dir}, workflow: {workflow}, '
+                             f'max: {self._max_epochs} epochs')
+            self.call_hook('before_run')
+        except BaseException:
+            self._stop_signals.restore()
+            raise
         try:
             while self._epoch < self._max_epochs and not self.should_stop:
                 for (mode, epochs), loader in zip(workflow, data_loaders):
