@@ -67,10 +67,7 @@ class ModelWrapper(nn.Module):
 
     def _step(self, step: str, batch: Any, args: tuple, kwargs: dict) -> Any:
         module = self._modules['module']
-        if args:
-            (batch, *args), kwargs = self.to_model_inputs((batch, ) + args, kwargs)
-        else:  # (the usual call: the batch alone, no list to unpack)
-            (batch, ), kwargs = self.to_model_inputs((batch, ), kwargs)
+        (batch, *args), kwargs = self.to_model_inputs((batch, ) + args, kwargs)
         if self.own_steps:
             return getattr(module, step)(batch, *args, **kwargs)
         return call_with_batch(module, batch)

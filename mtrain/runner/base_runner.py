@@ -19,8 +19,9 @@ import os.path as osp
 import signal
 import time
 import warnings
+from contextlib import contextmanager
 from operator import attrgetter
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -243,6 +244,16 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
         self.outputs = outputs
 
     # -- preemption ----------------------------------------------------------
+    @contextmanager
+    def _starting_run(self) -> Iterator[None]:
+        """Around a run's start (its checks and ``before_run``): a failure there puts the
+        handlers :meth:`stop_on_signals` installed back, as the end of a run does."""
+        try:
+            yield
+        except BaseException:
+            self._stop_signals.restore()
+            raise
+
     def stop_on_signals(self, signals=(signal.SIGTERM, signal.SIGINT),
                         check_interval: int = 10) -> None:
         """On SIGTERM/SIGINT: finish the iteration, save a checkpoint, raise :class:`Preempted`.

@@ -10,9 +10,9 @@ draws, so re-creating the iterator at resume would draw another order.
 
 So at the start of every pass the loops note what fixes it
 (:func:`pass_start`): the global RNG states before the iterator is created
-(torch's alone where torch's and mtrain's loader parts draw from no other), the state of every ``torch.Generator`` the loader and
-its samplers hold, the sampler's ``epoch``, and whether this pass started its
-worker processes. A checkpoint written during the pass holds that note
+(torch's alone where torch's and mtrain's loader parts draw from no other),
+the state of every ``torch.Generator`` the loader and its samplers hold, the
+sampler's ``epoch``, and whether this pass started its worker processes. A checkpoint written during the pass holds that note
 (:meth:`DataPass.checkpoint`); the resumed run restores it, re-creates the
 iterator (same order, same worker seeds), skips the consumed batches, and
 puts the checkpoint's own RNG back (:func:`begin_pass`). Skipping is by index

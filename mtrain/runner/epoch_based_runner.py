@@ -22,7 +22,7 @@ class EpochBasedRunner(BaseRunner):
 
     def run(self, data_loaders: Sequence[Any], workflow: List[Tuple[str, int]],
             max_epochs: int = None) -> None:
-        try:  # (a failure before the loop puts Ctrl-C's handlers back too: see stop_on_signals)
+        with self._starting_run():  # (a failure here puts Ctrl-C's handlers back too)
             if max_epochs is not None:
                 self._max_epochs = max_epochs
             if self._max_epochs is None:
@@ -37,9 +37,6 @@ class EpochBasedRunner(BaseRunner):
             self.logger.info(f'Start running, work_dir: {self.work_dir}, workflow: {workflow}, '
                              f'max: {self._max_epochs} epochs')
             self.call_hook('before_run')
-        except BaseException:
-            self._stop_signals.restore()
-            raise
         try:
             while self._epoch < self._max_epochs and not self.should_stop:
                 for (mode, epochs), loader in zip(workflow, data_loaders):

@@ -28,7 +28,7 @@ class IterBasedRunner(BaseRunner):
 
     def run(self, data_loaders: Sequence[Any], workflow: List[Tuple[str, int]],
             max_iters: int = None) -> None:
-        try:  # (a failure before the loop puts Ctrl-C's handlers back too: see stop_on_signals)
+        with self._starting_run():  # (a failure here puts Ctrl-C's handlers back too)
             if max_iters is not None:
                 self._max_iters = max_iters
             if self._max_iters is None:
@@ -37,9 +37,6 @@ class IterBasedRunner(BaseRunner):
             self.logger.info(f'Start running, work_dir: {self.work_dir}, workflow: {workflow}, '
                              f'max: {self._max_iters} iters')
             self.call_hook('before_run')
-        except BaseException:
-            self._stop_signals.restore()
-            raise
         resumed = (self._epoch, self._start_inner_iter, self._resume_geometry,
                    getattr(self, '_resume_data', None))
         loaders = [IterLoader(loader, *resumed) if mode == 'train' else IterLoader(loader)
