@@ -70,6 +70,24 @@ MMENGINE_LOOPS: Dict[str, Dict[str, Any]] = {
 #: ``train_cfg=dict(by_epoch=...)`` without a ``type`` picks one of the two loops.
 MMENGINE_LOOP_OF_BY_EPOCH = {True: 'EpochBasedTrainLoop', False: 'IterBasedTrainLoop'}
 
+#: ``IterBasedTrainLoop.max_epochs``: 1 ("for compatibility with EpochBasedTrainLoop").
+MMENGINE_ITER_LOOP_EPOCHS = 1
+
+
+def mmengine_scheduler_end(by_epoch: bool, max_epochs: Optional[int],
+                           max_iters: Optional[int]) -> Optional[int]:
+    """The ``end`` mmengine's ``Runner`` gives a ``param_scheduler`` entry that leaves it out.
+
+    ``Runner.build_param_scheduler`` fills in the loop's ``max_epochs`` (by-epoch
+    schedulers) or ``max_iters``. An iteration loop (``max_epochs`` None here, as
+    mtrain's ``IterBasedRunner``) has ``max_epochs = 1``, so a by-epoch scheduler
+    ends after one epoch, also when ``convert_to_iter_based`` turns that into the
+    loader's length in iterations. None: a length the caller does not know.
+    """
+    if not by_epoch:
+        return max_iters
+    return MMENGINE_ITER_LOOP_EPOCHS if max_epochs is None else max_epochs
+
 
 def runner_by_epoch(runner_type: Any) -> bool:
     """The ``by_epoch`` default of ``runner_type``, a name or a class.

@@ -13,6 +13,7 @@ values shift by one.
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..defaults import mmengine_scheduler_end
 from .report import ConversionReport
 from .schedule_composed import composed_policy
 from .table import NO_COUNTERPART
@@ -196,6 +197,10 @@ def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
     stype = s.pop('type')
     key = f'param_scheduler: {stype}'
     by_epoch = s.pop('by_epoch', True)
+    loop_by_epoch, length = loop
+    if 'end' not in s and s.get('begin', 0) != -1:  # the Runner's default, in the unit given
+        s['end'] = mmengine_scheduler_end(by_epoch, length if loop_by_epoch else None,
+                                          None if loop_by_epoch else length)
     if s.pop('convert_to_iter_based', False) and by_epoch:
         by_epoch = False
         if any(k in s for k in ('milestones', 'step_size', 'periods', 'total_steps')) or \
@@ -203,7 +208,6 @@ def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
             report.lossy(key, 'lr_config', 'convert_to_iter_based scales epochs by the '
                          'loader length, which the config does not state')
     begin, end = s.pop('begin', 0), s.pop('end', None)
-    loop_by_epoch, length = loop
     run_end = length if by_epoch == loop_by_epoch else None
     s.pop('verbose', None)
     base = stype[:-len(kind)] if stype.endswith(kind) else stype

@@ -8,7 +8,7 @@ classes (so every chain, ``begin``/``end`` and ``convert_to_iter_based`` works).
 """
 
 import copy
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..defaults import (MMENGINE_CHECKPOINT, MMENGINE_DEFAULT_HOOKS, MMENGINE_LOG_INTERVAL,
                         MMENGINE_LOOP_OF_BY_EPOCH, MMENGINE_LOOPS, RUNNER_LOOP)
@@ -48,10 +48,11 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
     loop = _loop(src, out, report)
     _data(src, out, report)
     _optim(src, out, report, keep_schedulers)
-    _schedules(src, out, loop, report, keep_schedulers)
+    scheduler_hooks = _schedules(src, out, loop, report, keep_schedulers)
     _evaluation(src, out, loop, report, keep_schedulers)
-    _custom_hooks(src, out, report)
-    _hooks(src, out, loop, report)
+    user_hooks = _custom_hooks(src, report)
+    default_hooks = _hooks(src, out, loop, report)
+    _assemble_hooks(out, scheduler_hooks, default_hooks, user_hooks)
     ddp_to_mmcv(src, out, report)
     _environment(src, out, report)
     for key in _DROPPED:
@@ -106,6 +107,8 @@ def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) ->
         if sampler.get('type', 'DefaultSampler') not in ('DefaultSampler', 'InfiniteSampler'):
             report.lossy(f'{split}_dataloader.sampler', '(dropped)', 'mtrain samples with its '
                          'own distributed sampler (DefaultSampler semantics)')
+        elif sampler.get('seed') is not None:
+            _sampler_seed(split, sampler, src, out, report)
         data[split] = loader.pop('dataset')
         if split == 'train':
             data.update(args)
@@ -119,6 +122,33 @@ def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) ->
         report.exact(f'{split}_dataloader', f'data.{split}')
     if data:
         out['data'] = data
+
+
+def _sampler_seed(split: str, sampler: Dict[str, Any], src: Dict[str, Any],
+                  out: Dict[str, Any], report: ConversionReport) -> None:
+    """``sampler.seed``: mtrain's train sampler is seeded by the run's seed.
+
+    Both orders are ``randperm(n)`` seeded with ``seed + epoch`` (mmengine's
+    ``DefaultSampler``, torch's ``DistributedSampler``), so the seed carries over as
+    the run's ``seed`` when ``randomness.seed`` is unset or equal. Only then: the
+    run's seed also seeds the model's initialisation, which mmengine draws apart.
+    """
+    key, seed = f'{split}_dataloader.sampler.seed', sampler['seed']
+    if split != 'train' or not sampler.get('shuffle', True):
+        report.note(key, '(dropped)', 'a loader that does not shuffle: no order to seed')
+        return
+    run_seed = (src.get('randomness') or {}).get('seed')
+    if run_seed is not None and run_seed != seed:
+        report.lossy(key, '(dropped)', f"mtrain seeds the train sampler with the run's seed "
+                     f'(randomness.seed={run_seed}), not {seed}: another order of samples; '
+                     'set both to one value')
+        return
+    if run_seed is not None:
+        report.exact(key, 'seed')
+        return
+    out['seed'] = seed
+    report.note(key, 'seed', "the run's seed, which seeds mtrain's train sampler (a --seed "
+                'on the command line overrides it)')
 
 
 def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport,
@@ -187,16 +217,32 @@ def _constructor(optimizer: Dict[str, Any], report: ConversionReport, keep_rules
                     'keeps them exactly (mmcv 1.7.2 itself has no such constructor)')
 
 
+def _assemble_hooks(out: Dict[str, Any], scheduler_hooks: List[dict],
+                    default_hooks: List[dict], user_hooks: Optional[List[dict]]) -> None:
+    """The one place that writes ``custom_hooks``, after every section has been read.
+
+    mmengine registers its default hooks before the custom ones, so at equal
+    priority they come first here too. ``user_hooks`` None: the config had no
+    ``custom_hooks`` key (then none is written unless a section needs one).
+    """
+    hooks = scheduler_hooks + default_hooks + list(user_hooks or [])
+    if hooks or user_hooks is not None:
+        out['custom_hooks'] = hooks
+    assert all(h in out.get('custom_hooks', []) for h in scheduler_hooks), \
+        '[to_mmcv] the ParamSchedulerHook was lost while assembling custom_hooks'
+
+
 def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
-               report: ConversionReport, keep: bool) -> None:
+               report: ConversionReport, keep: bool) -> List[dict]:
+    """``lr_config``/``momentum_config`` into ``out``; returns the hooks it needs (with
+    ``keep``: the ParamSchedulerHook that runs mmengine's schedulers)."""
     schedulers = sched.per_parameter_lists(src.pop('param_scheduler', None), out, report)
     if keep:
-        if schedulers:
-            hook = dict(type='ParamSchedulerHook', param_scheduler=copy.deepcopy(schedulers))
-            out.setdefault('custom_hooks', []).append(hook)
-            report.exact('param_scheduler', "custom_hooks: ParamSchedulerHook (mmengine's "
-                         'scheduler classes)')
-        return
+        if not schedulers:
+            return []
+        report.exact('param_scheduler', "custom_hooks: ParamSchedulerHook (mmengine's "
+                     'scheduler classes)')
+        return [dict(type='ParamSchedulerHook', param_scheduler=copy.deepcopy(schedulers))]
     lr, momentum = sched.split_schedulers(schedulers)
     lr_config = sched.lr_config(lr, loop, report, uniform_base_lr(out.get('optimizer')))
     momentum_config = sched.momentum_config(momentum, loop, report, out.get('optimizer'))
@@ -204,6 +250,7 @@ def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
         out['lr_config'] = lr_config
     if momentum_config is not None:
         out['momentum_config'] = momentum_config
+    return []
 
 
 def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
@@ -223,22 +270,25 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     out['evaluation'] = evaluation
 
 
-def _custom_hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
-    """Passed through, but for mmengine's ``EMAHook``, whose arguments are not mmcv's."""
+def _custom_hooks(src: Dict[str, Any], report: ConversionReport) -> Optional[List[dict]]:
+    """Passed through, but for mmengine's ``EMAHook``, whose arguments are not mmcv's
+    (None: the config has no ``custom_hooks``)."""
     if 'custom_hooks' not in src:
-        return
+        return None
     hooks = []
     for i, hook in enumerate(src.pop('custom_hooks') or []):
         if hook.get('type') == 'EMAHook':
             hook = ema_to_mmcv(hook, f'custom_hooks.{i}', report)
         if hook is not None:
             hooks.append(hook)
-    out['custom_hooks'] = hooks
     report.exact('custom_hooks', 'custom_hooks')
+    return hooks
 
 
 def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
-           report: ConversionReport) -> None:
+           report: ConversionReport) -> List[dict]:
+    """``default_hooks`` → ``checkpoint_config``/``log_config``; returns the other default
+    hooks, which mtrain registers as custom hooks."""
     hooks = {**MMENGINE_DEFAULT_HOOKS, **dict(src.pop('default_hooks', None) or {})}
     for name in ('timer', 'param_scheduler', 'sampler_seed', 'runtime_info'):
         hooks.pop(name, None)
@@ -256,6 +306,7 @@ def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     for key in processor:
         report.note(f'log_processor.{key}', '(dropped)', 'mtrain averages over the log '
                     'interval')
+    extra = []
     for name, hook in hooks.items():
         if hook is None:
             continue
@@ -263,8 +314,9 @@ def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
             report.lossy('default_hooks.visualization', '(dropped)', 'mtrain has no '
                          'prediction visualisation hook')
             continue
-        out.setdefault('custom_hooks', []).append(dict(hook))
+        extra.append(dict(hook))
         report.note(f'default_hooks.{name}', 'custom_hooks', 'registered as a custom hook')
+    return extra
 
 
 #: mmengine ``CheckpointHook`` arguments mtrain's has no counterpart for, and why.
