@@ -17,6 +17,7 @@ from . import schedule_to_mmcv as sched
 from .ddp_keys import ddp_to_mmcv
 from .ema import ema_to_mmcv
 from .evaluation import evaluator_to_metric, save_best_key
+from .loaders_to_mmcv import loaders_to_mmcv
 from .paramwise import mmengine_differs, uniform_base_lr
 from .report import ConversionReport
 from .scale_lr import carry_auto_scale_lr
@@ -44,9 +45,10 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
         if key in src:
             out[key] = src.pop(key)
             report.exact(key, key)
+    _drop_scopes(src, report)
     carry_auto_scale_lr(src, out, report)
     loop = _loop(src, out, report)
-    _data(src, out, report)
+    loaders_to_mmcv(src, out, report)
     _optim(src, out, report, keep_schedulers)
     scheduler_hooks = _schedules(src, out, loop, report, keep_schedulers)
     _evaluation(src, out, loop, report, keep_schedulers)
@@ -62,6 +64,18 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
     for key in list(src):
         out[key] = src.pop(key)
     return out, report
+
+
+def _drop_scopes(src: Dict[str, Any], report: ConversionReport) -> None:
+    """``_scope_`` on the runtime sections (set by a ``'package::...'`` ``_base_``): mmengine
+    builds their loop and wrapper in that package's registries; mtrain's runner has its own.
+    Where a registry builds the value (``model``, datasets, schedulers) it stays."""
+    for key in ('train_cfg', 'optim_wrapper', 'default_hooks', 'env_cfg', 'log_processor',
+                'visualizer', 'randomness', 'val_cfg', 'test_cfg'):
+        if isinstance(src.get(key), dict) and '_scope_' in src[key]:
+            src[key] = {k: v for k, v in src[key].items() if k != '_scope_'}
+            report.note(f'{key}._scope_', '(dropped)', "the registry scope of a package's "
+                        "_base_; mtrain's runner sections take no scope")
 
 
 def _loop(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> sched.Loop:
@@ -87,68 +101,6 @@ def _loop(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) ->
     for key in train:
         report.lossy(f'train_cfg.{key}', '(dropped)', 'mtrain runners have no such option')
     return loop_defaults['by_epoch'], out['runner'][length_key]
-
-
-def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
-    data: Dict[str, Any] = {}
-    for split in ('train', 'val', 'test'):
-        loader = src.pop(f'{split}_dataloader', None)
-        if loader is None:
-            continue
-        loader = dict(loader)
-        args = dict(samples_per_gpu=loader.pop('batch_size', 1),
-                    workers_per_gpu=loader.pop('num_workers', 0))
-        for key in ('persistent_workers', 'pin_memory', 'prefetch_factor', 'drop_last'):
-            if key in loader:
-                args[key] = loader.pop(key)
-        sampler = dict(loader.pop('sampler', None) or {})
-        if sampler.get('shuffle', split == 'train') != (split == 'train'):
-            args['shuffle'] = sampler.get('shuffle')
-        if sampler.get('type', 'DefaultSampler') not in ('DefaultSampler', 'InfiniteSampler'):
-            report.lossy(f'{split}_dataloader.sampler', '(dropped)', 'mtrain samples with its '
-                         'own distributed sampler (DefaultSampler semantics)')
-        elif sampler.get('seed') is not None:
-            _sampler_seed(split, sampler, src, out, report)
-        data[split] = loader.pop('dataset')
-        if split == 'train':
-            data.update(args)
-        else:
-            extra = {k: v for k, v in args.items() if data.get(k) != v}
-            if extra:
-                data[f'{split}_dataloader'] = extra
-        for key in loader:
-            report.lossy(f'{split}_dataloader.{key}', '(dropped)', 'mtrain builds its '
-                         'loaders with its own collate and sampler')
-        report.exact(f'{split}_dataloader', f'data.{split}')
-    if data:
-        out['data'] = data
-
-
-def _sampler_seed(split: str, sampler: Dict[str, Any], src: Dict[str, Any],
-                  out: Dict[str, Any], report: ConversionReport) -> None:
-    """``sampler.seed``: mtrain's train sampler is seeded by the run's seed.
-
-    Both orders are ``randperm(n)`` seeded with ``seed + epoch`` (mmengine's
-    ``DefaultSampler``, torch's ``DistributedSampler``), so the seed carries over as
-    the run's ``seed`` when ``randomness.seed`` is unset or equal. Only then: the
-    run's seed also seeds the model's initialisation, which mmengine draws apart.
-    """
-    key, seed = f'{split}_dataloader.sampler.seed', sampler['seed']
-    if split != 'train' or not sampler.get('shuffle', True):
-        report.note(key, '(dropped)', 'a loader that does not shuffle: no order to seed')
-        return
-    run_seed = (src.get('randomness') or {}).get('seed')
-    if run_seed is not None and run_seed != seed:
-        report.lossy(key, '(dropped)', f"mtrain seeds the train sampler with the run's seed "
-                     f'(randomness.seed={run_seed}), not {seed}: another order of samples; '
-                     'set both to one value')
-        return
-    if run_seed is not None:
-        report.exact(key, 'seed')
-        return
-    out['seed'] = seed
-    report.note(key, 'seed', "the run's seed, which seeds mtrain's train sampler (a --seed "
-                'on the command line overrides it)')
 
 
 def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport,

@@ -11,7 +11,11 @@ import pytest
 from convert_harness import (assert_same, max_rel_weight_diff, run_mmengine, run_mtrain,
                              train_mmengine, train_mtrain, weights)
 
+from mmengine.config import Config
+from throwaway_package import write_package
+
 from mtrain.config_convert import for_training
+from mtrain.config_packages import use_importlib_lookups
 
 SGD = dict(type='SGD', lr=0.02, momentum=0.9, weight_decay=1e-4)
 # mmdet 3.x's schedule_1x, shortened to 12 epochs of 8 iterations.
@@ -83,3 +87,24 @@ def test_a_seeded_shuffling_sampler_gives_mmengines_order(tmp_path):
     expected, _ = train_mmengine(engine, str(tmp_path / 'engine'))
     actual, _ = train_mtrain(engine, str(tmp_path / 'mtrain'))
     assert max_rel_weight_diff(weights(expected.model), weights(actual.model)) < 1e-5
+
+
+def test_a_base_chain_of_several_files_trains_as_in_mmengine(tmp_path, monkeypatch):
+    """A package's schedule (itself based on its optimizer file), a local runtime file with
+    custom_hooks and default_hooks, and the child's override: four files, read once
+    (with mtrain's package lookups), run in both."""
+    monkeypatch.syspath_prepend(str(write_package(tmp_path / 'site')))
+    (tmp_path / 'runtime.py').write_text(
+        "default_hooks = dict(param_scheduler=dict(type='ParamSchedulerHook'))\n"
+        "custom_hooks = [dict(type='EMAHook', momentum=0.001)]\n")
+    (tmp_path / 'cfg.py').write_text(
+        "_base_ = ['mmyolo::_base_/schedule.py', './runtime.py']\n"
+        "param_scheduler = [dict(type='LinearLR', start_factor=0.1, by_epoch=False, end=5),\n"
+        "                   dict(type='MultiStepLR', milestones=[1, 2], by_epoch=True)]\n")
+    use_importlib_lookups()
+    engine = Config.fromfile(str(tmp_path / 'cfg.py')).to_dict()
+    assert engine['custom_hooks'] and engine['optim_wrapper']['optimizer']['lr'] == 0.02
+    actual = run_mtrain(engine, str(tmp_path / 'mtrain'))
+    assert_same(run_mmengine(engine, str(tmp_path / 'engine')), actual)
+    assert actual[0]['0.weight'][0] == pytest.approx(0.002)  # the child's chain ran whole
+    assert actual[-1]['0.weight'][0] == pytest.approx(0.0002)
