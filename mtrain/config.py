@@ -46,11 +46,22 @@ DATA_KEYS = ('samples_per_gpu', 'workers_per_gpu', 'train', 'val', 'test', 'trai
 
 
 def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Config:
-    """Read ``path``, apply ``cfg_options`` and check the result.
+    """Read ``path``, apply ``cfg_options`` and check the result (in mtrain's schema).
 
     Raises:
         ConfigError: a missing file or ``_base_``, a syntax error, a failing
             ``custom_imports`` module, a bad ``--cfg-options`` key or a typo'd key.
+    """
+    cfg = _to_mtrain_schema(read_config(path, cfg_options), path)
+    check_config(cfg, path, cfg_options)
+    return cfg
+
+
+def read_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Config:
+    """``path`` with ``cfg_options`` applied, in the schema it is written in (unchecked).
+
+    What a further ``--cfg-options`` would be merged into: an mmengine config's
+    ``custom_hooks`` as written, before the converter adds its own hooks.
     """
     if not osp.isfile(path):
         raise ConfigError(f'config file {path} does not exist; check the path', filename=path)
@@ -79,8 +90,6 @@ def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Conf
             rebase_data_root(cfg.get('data'), old_root, cfg.get('data_root'))
         if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
             _import_custom_modules(cfg.get('custom_imports'))
-    cfg = _to_mtrain_schema(cfg, path)
-    check_config(cfg, path, cfg_options)
     return cfg
 
 
