@@ -14,7 +14,7 @@ from convert_harness import (assert_same, max_rel_weight_diff, run_mmengine, run
 from mmengine.config import Config
 from throwaway_package import write_package
 
-from mtrain.config_convert import for_training
+from mtrain.config_convert import for_training, to_mmcv, to_mmengine
 from mtrain.config_packages import use_importlib_lookups
 
 SGD = dict(type='SGD', lr=0.02, momentum=0.9, weight_decay=1e-4)
@@ -108,3 +108,15 @@ def test_a_base_chain_of_several_files_trains_as_in_mmengine(tmp_path, monkeypat
     assert_same(run_mmengine(engine, str(tmp_path / 'engine')), actual)
     assert actual[0]['0.weight'][0] == pytest.approx(0.002)  # the child's chain ran whole
     assert actual[-1]['0.weight'][0] == pytest.approx(0.0002)
+
+
+def test_the_run_seed_seeds_the_converted_sampler():
+    """The other way: mtrain's train sampler takes the run's seed; mmengine's must be told."""
+    mmcv = dict(optimizer=SGD, runner=dict(type='EpochBasedRunner', max_epochs=2), seed=3,
+                data=dict(samples_per_gpu=8, train=dict(type='CvToyData')))
+    engine, _ = to_mmengine(mmcv)
+    assert engine['train_dataloader']['sampler'] == dict(type='DefaultSampler', shuffle=True,
+                                                         seed=3)
+    assert engine['randomness']['seed'] == 3
+    back, report = to_mmcv(engine)
+    assert back['seed'] == 3 and not report.is_lossy, report.format()
