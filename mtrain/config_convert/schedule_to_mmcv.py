@@ -198,9 +198,8 @@ def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
     key = f'param_scheduler: {stype}'
     by_epoch = s.pop('by_epoch', True)
     loop_by_epoch, length = loop
-    if 'end' not in s and s.get('begin', 0) != -1:  # the Runner's default, in the unit given
-        s['end'] = mmengine_scheduler_end(by_epoch, length if loop_by_epoch else None,
-                                          None if loop_by_epoch else length)
+    if by_epoch and not loop_by_epoch:
+        _by_epoch_in_iteration_loop(s, length, report, key)
     if s.pop('convert_to_iter_based', False) and by_epoch:
         by_epoch = False
         if any(k in s for k in ('milestones', 'step_size', 'periods', 'total_steps')) or \
@@ -234,6 +233,23 @@ def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
     if policy is not None:
         policy['by_epoch'] = by_epoch
     return policy
+
+
+def _by_epoch_in_iteration_loop(s: dict, length: int, report: ConversionReport,
+                                key: str) -> None:
+    """A by-epoch scheduler under ``IterBasedTrainLoop``, which ends no epoch: mmengine
+    never steps it, unless ``convert_to_iter_based``, and then by default (no ``end``) only
+    for the loop's ``max_epochs`` = 1 epoch, one loader length of iterations."""
+    if not s.get('convert_to_iter_based'):
+        report.lossy(key, 'lr_config', 'by epoch in an IterBasedTrainLoop, which ends no '
+                     "epoch: mmengine never steps it; mmcv's by-epoch policy under "
+                     "IterBasedRunner follows the loader's passes")
+    elif 'end' not in s:
+        epochs = mmengine_scheduler_end(True, None, length)
+        report.lossy(key, 'lr_config', f"no end: mmengine's Runner ends a by-epoch scheduler "
+                     f'at max_epochs, {epochs} in an IterBasedTrainLoop, which '
+                     'convert_to_iter_based turns into one loader length of iterations (not '
+                     'stated in the config); mmcv policies act until the end')
 
 
 def _ends_at_run_end(end, run_end, report, key, offset=0) -> None:
