@@ -131,6 +131,50 @@ class LoggerHook(Hook):
         line.update(output)
         return line
 
+    # -- mmcv 1.7.2's tag helpers, which 1.x logger hooks' log() call ----------
+    @staticmethod
+    def is_scalar(val: Any, include_np: bool = True, include_torch: bool = True) -> bool:
+        """mmcv's: a number, a 0-d numpy array, or a torch tensor of length 1."""
+        if isinstance(val, numbers.Number):
+            return True
+        if include_np and isinstance(val, np.ndarray) and val.ndim == 0:
+            return True
+        return include_torch and isinstance(val, torch.Tensor) and len(val) == 1
+
+    def get_lr_tags(self, runner) -> Dict[str, float]:
+        """mmcv's: ``learning_rate`` (``learning_rate/<name>`` per optimizer of a dict)."""
+        return _per_optimizer('learning_rate', runner.current_lr())
+
+    def get_momentum_tags(self, runner) -> Dict[str, float]:
+        """mmcv's: ``momentum`` (``momentum/<name>`` per optimizer of a dict)."""
+        return _per_optimizer('momentum', runner.current_momentum())
+
+    def get_loggable_tags(self, runner, allow_scalar: bool = True, allow_text: bool = False,
+                          add_mode: bool = True,
+                          tags_to_skip: tuple = ('time', 'data_time')) -> Dict[str, Any]:
+        """mmcv 1.7.2's tags of the current line, as every 1.x logger hook's ``log()`` reads them.
+
+        Each value of ``runner.log_buffer.output`` but ``tags_to_skip`` (scalars
+        unless ``allow_scalar=False``, texts only with ``allow_text=True``,
+        other values as they are), as ``<mode>/<name>`` with ``add_mode``; then
+        :meth:`get_lr_tags` and :meth:`get_momentum_tags`. mtrain's own
+        loggers use :meth:`loggable_tags`, which adds ``train/loss_scale``.
+        """
+        tags: Dict[str, Any] = {}
+        for var, val in runner.log_buffer.output.items():
+            if var in tags_to_skip:
+                continue
+            if self.is_scalar(val) and not allow_scalar:
+                continue
+            if isinstance(val, str) and not allow_text:
+                continue
+            if add_mode:
+                var = f'{self.get_mode(runner)}/{var}'
+            tags[var] = val
+        tags.update(self.get_lr_tags(runner))
+        tags.update(self.get_momentum_tags(runner))
+        return tags
+
     def loggable_tags(self, runner) -> Dict[str, Any]:
         """The current line as mmcv 1.x's tags: what TensorBoard and the trackers write.
 
