@@ -54,12 +54,13 @@ class LoggerHook(Hook):
                 break
 
     def before_epoch(self, runner) -> None:
-        # The values of the last epoch's partial interval go. A run resumed mid-epoch
-        # (IterBasedRunner: any resume, its one "epoch" is the run) keeps the
-        # checkpoint's pending values, so its first line averages the same
-        # iterations as the uninterrupted run's.
-        resumed_mid_epoch = getattr(runner, '_start_inner_iter', 0) or (
-            runner.max_epochs is None and runner.iter > 0)
+        # The values of the last epoch (or run) go, as mmcv's before_epoch clears. A run
+        # resumed mid-epoch (IterBasedRunner: any resume, its one "epoch" is the run) keeps
+        # the checkpoint's values, so its first line averages the same iterations as the
+        # uninterrupted run's. Told, not inferred: the buffer says it holds a checkpoint's
+        # values (a second run() in one process, at runner.iter > 0, does not).
+        resumed_mid_epoch = runner.log_buffer.restored and (
+            runner.max_epochs is None or getattr(runner, '_start_inner_iter', 0))
         if not resumed_mid_epoch:
             runner.log_buffer.clear()
 
@@ -68,7 +69,8 @@ class LoggerHook(Hook):
         done = (inner if self.by_epoch else runner.iter) + 1
         if done % self.interval == 0 or (runner.data_loader is not self._loader
                                          or self._log_at_end) and self._ends_epoch(runner):
-            runner.log_buffer.average_interval(runner.reduce_log_values)
+            # mmcv's average(interval): each key's latest `interval` values
+            runner.log_buffer.average_interval(runner.reduce_log_values, self.interval)
         if runner.log_buffer.ready:
             # Inside an iteration the runner has not counted the current one yet.
             self._log_and_reset(runner, runner.iter + 1)
