@@ -156,7 +156,8 @@ class OptimizerHook(Hook):
                                 f'attribute (a BatchProcessor subclass); '
                                 f'{type(runner.batch_processor).__name__} has none')
             runner.batch_processor.autocast_dtype = step.amp_dtype
-            wrap_fp16_model(runner.model)  # mmcv's: @auto_fp16/@force_fp32 methods switch on
+            # mmcv's: @auto_fp16/@force_fp32 methods switch on, told the run's half dtype
+            wrap_fp16_model(runner.model, step.amp_dtype)
         step.setup(runner.optimizer, runner.device, runner.model_wrapper.module, runner.logger,
                    run_end=lambda: run_end(runner), clip=lambda: self._clip(runner))
         self._count_own_steps(runner)
