@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch.nn.utils import clip_grad_norm_
 
+from mtrain.config_convert import convert, for_training
 from mtrain.hooks import Hook, OptimizerHook
 from mtrain.optim import build_optimizer
 
@@ -106,3 +107,14 @@ def test_merged_param_groups_clip_bitwise_as_one_group_per_parameter(make_runner
 def test_clip_params_is_checked():
     with pytest.raises(ValueError, match="clip_params must be 'model'"):
         OptimizerHook(grad_clip=dict(max_norm=1), clip_params='groups')
+
+
+def test_an_mmengine_config_clips_as_mmengine_and_its_mmcv_file_as_mmcv():
+    # Training from an mmengine-schema config means mmengine's clip; a file written for
+    # mmcv 1.7.2 must carry only mmcv's keys (its OptimizerHook has no clip_params).
+    cfg = dict(model=dict(type='ToyModel'), train_cfg=dict(by_epoch=False, max_iters=10),
+               optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1), clip_grad=dict(max_norm=1)))
+    assert for_training(copy.deepcopy(cfg))['optimizer_config'] == dict(
+        grad_clip=dict(max_norm=1), clip_params='optimizer')
+    assert convert(copy.deepcopy(cfg), 'mmcv')[0]['optimizer_config'] == dict(
+        grad_clip=dict(max_norm=1))
