@@ -109,3 +109,42 @@ def test_a_second_run_in_one_process_does_not_average_the_first_runs_values(
     runner.run([toy_loader], [('train', 1)], max_iters=6)
     assert lines[0][0] == 4
     assert lines[0][1]['loss_cls'] == seen[0][0]['loss_cls']  # iteration 4's alone
+
+
+def test_a_tracker_is_told_resumed_by_a_resume_not_by_a_second_run(tmp_path, logger, toy_loader):
+    from mtrain.hooks.logger.tracker import TrackerLoggerHook
+
+    class Recorder(TrackerLoggerHook):
+        client, pip_name = 'json', 'json'  # (any importable module: nothing is sent)
+
+        def __init__(self):
+            super().__init__(interval=2, by_epoch=False)
+            self.starts = []
+
+        def start(self, runner, client, resumed):
+            self.starts.append(resumed)
+            return 'run-1'
+
+        def write(self, tags, step):
+            pass
+
+        def finish(self, runner):
+            pass
+
+    def runner_with(tracker, work_dir):
+        model = SparseLossModel()
+        runner = IterBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                 work_dir=str(work_dir), logger=logger)
+        runner.register_hook(OptimizerHook())
+        runner.register_hook(tracker)
+        return runner
+
+    tracker, again = Recorder(), Recorder()
+    runner = runner_with(tracker, tmp_path)
+    runner.run([toy_loader], [('train', 1)], max_iters=2)
+    runner.run([toy_loader], [('train', 1)], max_iters=4)  # a second run, not a resume
+    runner.save_checkpoint(str(tmp_path), 'iter_4.pth')
+    resumed = runner_with(again, tmp_path / 'again')
+    resumed.resume(str(tmp_path / 'iter_4.pth'))
+    resumed.run([toy_loader], [('train', 1)], max_iters=6)
+    assert tracker.starts == [False, False] and again.starts == [True]
