@@ -118,3 +118,24 @@ def test_an_mmengine_config_clips_as_mmengine_and_its_mmcv_file_as_mmcv():
         grad_clip=dict(max_norm=1), clip_params='optimizer')
     assert convert(copy.deepcopy(cfg), 'mmcv')[0]['optimizer_config'] == dict(
         grad_clip=dict(max_norm=1))
+
+
+def test_merged_groups_clip_as_mmengines_own_optim_wrapper(make_runner, toy_model, toy_loader):
+    # mmengine 0.10.7 itself: build_optim_wrapper (one group per parameter) and update_params.
+    from mmengine.optim import build_optim_wrapper
+
+    reference = copy.deepcopy(toy_model)
+    optimizer = build_optimizer(toy_model, dict(
+        type='SGD', lr=0.5, momentum=0.9, weight_decay=1e-3,
+        constructor='DefaultOptimWrapperConstructor', paramwise_cfg=dict(bias_decay_mult=0.)))
+    assert len(optimizer.param_groups) == 2  # merged
+    _, batches = _train(make_runner, toy_loader, toy_model, optimizer,
+                        OptimizerHook(grad_clip=dict(max_norm=0.1), clip_params='optimizer'))
+    wrapper = build_optim_wrapper(reference, dict(
+        type='OptimWrapper', clip_grad=dict(max_norm=0.1),
+        optimizer=dict(type='SGD', lr=0.5, momentum=0.9, weight_decay=1e-3),
+        paramwise_cfg=dict(bias_decay_mult=0.)))
+    assert len(wrapper.optimizer.param_groups) == 4
+    for batch in batches:
+        wrapper.update_params(reference(**batch)['loss_cls'])
+    _assert_bitwise(toy_model, reference)
