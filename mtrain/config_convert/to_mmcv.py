@@ -132,6 +132,8 @@ def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport,
                          'gradients by norm only; clipping by value is left out')
         else:
             hook['grad_clip'] = clip
+            if keep_rules:  # (training: mmengine clips its optimizer's parameters, see OptimizerHook)
+                hook['clip_params'] = 'optimizer'
             report.exact('optim_wrapper.clip_grad', 'optimizer_config.grad_clip')
     out['optimizer_config'] = hook
     if kind == 'AmpOptimWrapper':

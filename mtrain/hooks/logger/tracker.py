@@ -97,7 +97,7 @@ class TrackerLoggerHook(LoggerHook):
         if runner.rank != 0:
             return
         client = importlib.import_module(self.client)
-        resumed = runner.iter > 0
+        resumed = runner.log_buffer.restored  # (told by the resume, see LogBuffer.restored)
         try:
             self.run_id = self.start(runner, client, resumed)
         except ConfigError:
