@@ -89,18 +89,13 @@ def _bins(rois: Tensor, pooled_h: int, pooled_w: int, spatial_scale: float,
 
 def _samples(input: Tensor, bins: sampling.Bins, pooled_h: int, pooled_w: int, gh: int, gw: int):
     """Values (R, PH, PW, gh*gw, C), the points' y and x, and which samples count."""
-    y = sampling.coords(bins.start_h, bins.bin_h, bins.grid_h, pooled_h, gh, True)[..., None]
-    x = sampling.coords(bins.start_w, bins.bin_w, bins.grid_w, pooled_w, gw, False)[..., None, :]
+    y, x, counted = sampling.points(bins, pooled_h, pooled_w, gh, gw)
     corners = sampling.corners(y, x, input.shape[2], input.shape[3])
     values = sampling.interpolate(sampling.gather(input, bins.batch, corners.pos), corners.weight)
-    r = values.shape[0]
-    iy = torch.arange(gh, device=input.device).view(1, 1, 1, -1, 1)
-    ix = torch.arange(gw, device=input.device).view(1, 1, 1, 1, -1)
-    counted = (iy < bins.grid_h[..., None]) & (ix < bins.grid_w[..., None])
-    shape = (r, pooled_h, pooled_w, gh * gw)
-    return (values.reshape(shape + (-1, )), y.expand(r, -1, pooled_w, -1, gw).reshape(shape),
-            x.expand(r, pooled_h, -1, gh, -1).reshape(shape), counted.expand(shape[:3] + (gh, gw))
-            .reshape(shape))
+    shape = (values.shape[0], pooled_h, pooled_w, gh * gw)
+    return (values.reshape(shape + (-1, )), y.expand(shape[:3] + (gh, gw)).reshape(shape),
+            x.expand(shape[:3] + (gh, gw)).reshape(shape),
+            counted.expand(shape[:3] + (gh, gw)).reshape(shape))
 
 
 def _pool_chunk(input: Tensor, bins: sampling.Bins, pooled_h: int, pooled_w: int, gh: int,
@@ -108,7 +103,8 @@ def _pool_chunk(input: Tensor, bins: sampling.Bins, pooled_h: int, pooled_w: int
     values, y, x, counted = _samples(input, bins, pooled_h, pooled_w, gh, gw)
     if pool_mode == 1:
         count = (bins.grid_h * bins.grid_w).clamp(min=1).to(values.dtype)
-        total = _in_order_sum(torch.where(counted[..., None], values, values.new_zeros(())))
+        total = sampling.in_order_sum(
+            torch.where(counted[..., None], values, values.new_zeros(())), 3)
         out = total / count.view(-1, 1, 1, 1)
         return out.permute(0, 3, 1, 2), -1.0, -1.0
     best, arg = torch.where(counted[..., None], values, float('-inf')).max(3)
@@ -118,19 +114,6 @@ def _pool_chunk(input: Tensor, bins: sampling.Bins, pooled_h: int, pooled_w: int
     ay = torch.where(won, torch.gather(y, 3, arg), -1.0)  # the winning sample's point
     ax = torch.where(won, torch.gather(x, 3, arg), -1.0)
     return out.permute(0, 3, 1, 2), ay.permute(0, 3, 1, 2), ax.permute(0, 3, 1, 2)
-
-
-def _in_order_sum(values: Tensor) -> Tensor:
-    """Sum over dim 3 one sample after another, as mmcv's kernel adds (same rounding).
-
-    The loop is over sample slots (``grid_h * grid_w``, a handful), each step
-    vectorised over every RoI, bin and channel; ``.sum(3)`` would round
-    differently.
-    """
-    total = values[:, :, :, 0]
-    for s in range(1, values.shape[3]):
-        total = total + values[:, :, :, s]
-    return total
 
 
 def _max_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argmax_x: Tensor,

@@ -65,6 +65,37 @@ def coords(start: Tensor, bin_size: Tensor, grid: Tensor, pooled: int, samples: 
     return (start + p * bin_size) + i * bin_size / grid.to(start.dtype)
 
 
+def points(bins: Bins, pooled_h: int, pooled_w: int, gh: int, gw: int,
+           shift_h: Optional[Tensor] = None, shift_w: Optional[Tensor] = None):
+    """Sample points ``y`` (R, PH, PW?, gh, 1), ``x`` (R, PH?, PW, 1, gw) and ``counted``.
+
+    ``gh``/``gw`` are the chunk's largest grid; ``counted`` (R, 1, 1, gh, gw)
+    masks the samples beyond a RoI's own grid. ``shift_h``/``shift_w``
+    (R, PH, PW, 1) move each bin's start (deform_roi_pool).
+    """
+    start_h = bins.start_h if shift_h is None else bins.start_h + shift_h
+    start_w = bins.start_w if shift_w is None else bins.start_w + shift_w
+    y = coords(start_h, bins.bin_h, bins.grid_h, pooled_h, gh, True)[..., None]
+    x = coords(start_w, bins.bin_w, bins.grid_w, pooled_w, gw, False)[..., None, :]
+    iy = torch.arange(gh, device=y.device).view(1, 1, 1, -1, 1)
+    ix = torch.arange(gw, device=y.device).view(1, 1, 1, 1, -1)
+    counted = (iy < bins.grid_h[..., None]) & (ix < bins.grid_w[..., None])
+    return y, x, counted
+
+
+def in_order_sum(values: Tensor, dim: int) -> Tensor:
+    """Sum over ``dim`` one sample after another, as mmcv's kernels add (same rounding).
+
+    The loop is over sample slots (``grid_h * grid_w``, a handful), each step
+    vectorised over every RoI, bin and channel; ``.sum(dim)`` would round
+    differently.
+    """
+    total = values.select(dim, 0)
+    for s in range(1, values.shape[dim]):
+        total = total + values.select(dim, s)
+    return total
+
+
 class Corners(NamedTuple):
     """The 4 neighbours of each sample point and their weights (mmcv's w1..w4)."""
     pos: Tensor      # (4, ...) flat index y * W + x into one feature map
