@@ -121,7 +121,9 @@ def _axis(v: Tensor, size: int):
 
 def corners(y: Tensor, x: Tensor, height: int, width: int) -> Corners:
     """Bilinear neighbours and weights of points ``(y, x)`` (broadcast together)."""
-    inside = ~((y < -1.0) | (y > height) | (x < -1.0) | (x > width))
+    # mmcv: a point is outside if y < -1 or y > H (or x ...); written this way round, a NaN
+    # (a padding sample past a RoI's own grid, whose grid may be 0) is outside too
+    inside = (y >= -1.0) & (y <= height) & (x >= -1.0) & (x <= width)
     y, y_low, y_high = _axis(y, height)
     x, x_low, x_high = _axis(x, width)
     ly, lx = y - y_low.to(y.dtype), x - x_low.to(x.dtype)
