@@ -24,8 +24,7 @@ MAX_INIT = {'cpu': -10000.0, 'cuda': -torch.finfo(torch.float32).max}
 
 
 def _torchvision_takes(t: Tensor) -> bool:
-    return t.dtype in (torch.float32, torch.float64, torch.float16) and \
-        not (t.dtype == torch.float16 and t.device.type not in ('cpu', 'cuda'))
+    return t.dtype in (torch.float32, torch.float64, torch.float16)
 
 
 def roi_align_forward(input: Tensor, rois: Tensor, output: Tensor, argmax_y: Tensor,
