@@ -13,7 +13,9 @@ Three details make it decide as mmcv's kernel does:
   float32 before torchvision compares (in double) with it;
 * ``offset=1`` (widths ``x2 - x1 + 1``): torchvision has no offset, so
   ``x2``/``y2`` are moved by 1 first; ``(x2 + 1) - x1`` equals mmcv's
-  ``x2 - x1 + 1`` exactly for coordinates that are integers or below 2**22.
+  ``x2 - x1 + 1`` exactly for integer coordinates (mmdet 1.x's pixel
+  boxes); otherwise a width can differ in its last bit, which changes a
+  decision only for an IoU within a rounding of the threshold.
 
 Half-precision boxes on CPU are computed in float32 (mmcv's CPU kernel takes
 float32 only; torchvision's CPU kernel no half).
