@@ -66,7 +66,8 @@ def nms_match(dets: Tensor, iou_threshold: float) -> List[List[int]]:
         torch.tensor(threshold, dtype=torch.float64), torch.tensor(-1.0, dtype=torch.float64))))
     kept = kept.sort()[0]  # positions in score order
     owner = _owners(boxes[order], kept, threshold)
-    members = torch.argsort(owner * order.numel() + torch.arange(order.numel()))
+    members = torch.argsort(owner * order.numel() + torch.arange(order.numel(),
+                                                                 device=owner.device))
     counts = torch.bincount(owner, minlength=kept.numel()).tolist()
     ids = order[members].tolist()
     groups, start = [], 0
@@ -80,10 +81,10 @@ def _owners(ordered: Tensor, kept: Tensor, threshold: float, chunk: int = 4096) 
     """For each box (in score order), the index into ``kept`` of the group it joins."""
     n = ordered.shape[0]
     area = areas(ordered)
-    owner = torch.empty(n, dtype=torch.long)
+    owner = torch.empty(n, dtype=torch.long, device=ordered.device)
     kept_boxes, kept_area = ordered[kept], area[kept]
     for start in range(0, n, chunk):  # bounds memory at len(kept) x chunk
-        pos = torch.arange(start, min(start + chunk, n))
+        pos = torch.arange(start, min(start + chunk, n), device=ordered.device)
         hit = iou(kept_boxes, kept_area, ordered[pos], area[pos]) >= threshold
         hit &= kept[:, None] <= pos[None, :]  # only a box kept earlier claims it
         hit |= kept[:, None] == pos[None, :]  # a kept box heads its group (even if IoU is NaN)
