@@ -30,8 +30,11 @@ from typing import Callable, Dict
 
 import torch
 import torch.nn.functional as F
+import torchvision
 
 from mtrain.compat.ops import entry_points
+from mtrain.compat.ops import roi_align as ra
+from mtrain.compat.ops.focal_loss import sigmoid_focal_loss_backward, sigmoid_focal_loss_forward
 
 OPS = entry_points()
 STRIDES = (4, 8, 16, 32)
@@ -76,7 +79,6 @@ def loop_nms(boxes: torch.Tensor, scores: torch.Tensor, threshold: float) -> tor
 
 
 def bench_nms(args, rows: Dict[str, float]) -> None:
-    import torchvision
     for n in ((1000, 5000) if args.quick else (1000, 5000, 20000)):
         boxes, scores = boxes_and_scores(n, args.device)
         rows[f'nms {n} boxes: mtrain'] = timed(lambda: OPS['nms'](boxes, scores, 0.7, 0),
@@ -105,8 +107,6 @@ def _extract(features, rois, level, pool: Callable) -> torch.Tensor:
 
 
 def _mtrain_roi_align(feat, rois, scale, vectorised=False):
-    from mtrain.compat.ops import roi_align as ra
-
     class Fn(torch.autograd.Function):  # mmcv's RoIAlignFunction, avg mode
         @staticmethod
         def forward(ctx, x):
@@ -164,8 +164,6 @@ def bench_roi_align(args, rows: Dict[str, float]) -> None:
 
 
 def bench_focal(args, rows: Dict[str, float]) -> None:
-    from mtrain.compat.ops.focal_loss import (sigmoid_focal_loss_backward,
-                                              sigmoid_focal_loss_forward)
     g = torch.Generator().manual_seed(3)
     n = 30000 if args.quick else 120000
     logits = torch.randn(n, 80, generator=g).to(args.device).requires_grad_()
