@@ -22,13 +22,24 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from torch.utils.data import DataLoader
+
 from ..utils import ConfigError
-from ..utils.errors import closest_names
+from ..utils.errors import ConfigTypeError, closest_names
 
 
 def check_eval_config(dataloader: Any, eval_kwargs: Dict[str, Any], save_best: Optional[str],
                       hook_cls: type) -> None:
-    """Raise :class:`ConfigError` naming the ``evaluation`` key that cannot work."""
+    """Raise :class:`ConfigError` naming the ``evaluation`` key that cannot work.
+
+    ``dataloader`` must be one ``DataLoader``: a ``TypeError`` (as mmcv 1.7.2)
+    otherwise, a list of loaders included.
+    """
+    if not isinstance(dataloader, DataLoader):
+        hint = (' (a list: pass the one val loader itself, e.g. data_loaders[0])'
+                if isinstance(dataloader, (list, tuple)) else '')
+        raise ConfigTypeError(f'{hook_cls.__name__} evaluates one DataLoader, but got a '
+                              f'{type(dataloader).__name__}{hint}.', key='evaluation')
     dataset = getattr(dataloader, 'dataset', None)
     evaluate = getattr(dataset, 'evaluate', None)
     name = type(dataset).__name__
