@@ -1,7 +1,7 @@
 """The import route: a 1.x codebase's ``mmcv.runner`` / ``mmcv.parallel`` / ``mmcv.engine`` is mtrain.
 
-With a pure-Python mmcv 1.7.2 installed (``MMCV_WITH_OPS=0 pip install
-mmcv==1.7.2``), :func:`enable` puts a finder first on ``sys.meta_path`` so
+With a pure-Python mmcv 1.7.2 installed (``python -m mtrain.compat.install
+--mmcv``), :func:`enable` puts a finder first on ``sys.meta_path`` so
 that
 
 * ``mmcv.runner``, ``mmcv.parallel``, ``mmcv.engine`` and every module under
@@ -17,7 +17,8 @@ that
 while the rest of mmcv (cnn, image, transforms, fileio, Config, logging) stays
 mmcv's own. Nothing of mmcv or the codebase is changed on disk. Turn it on
 before anything imports mmcv: ``python -m mtrain.compat.run tools/train.py ...``
-(see :mod:`mtrain.compat.run`), or ``mtrain.compat.mmcv.enable()`` first thing.
+(see :mod:`mtrain.compat.run`), ``MTRAIN_MMCV_ROUTE=1`` in the environment
+(:mod:`mtrain.compat.autoroute`), or ``mtrain.compat.mmcv.enable()`` first thing.
 """
 
 import importlib
@@ -101,7 +102,7 @@ def _mtrain_name(module: str, name: str) -> Any:
     """
     import mtrain
     if not (name in mtrain._NAMES or (name.endswith('Hook') and mmcv_source.binds(module, name))):
-        return _MISSING  # mtrain's other names (hooks) are imported to be asked: only if mmcv has it
+        return _MISSING  # mtrain's *Hook names import mtrain.hooks: only when mmcv has it
     package = next((p for p in ROUTED_PACKAGES if module == p or module.startswith(p + '.')),
                    None)
     if package is not None and name in PACKAGE_ALL[package] and module != package:

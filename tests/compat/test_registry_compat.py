@@ -225,3 +225,34 @@ def test_the_optimizer_constructor_refuses_a_non_dict_as_a_type_error():
     from mtrain.optim import DefaultOptimizerConstructor
     with pytest.raises(TypeError, match='the optimizer config must be a dict'):
         DefaultOptimizerConstructor([])
+
+
+def test_repr_is_mmcvs():
+    registry = Registry('cat', scope='zoo')
+
+    @registry.register_module()
+    class BritishShorthair:
+        pass
+
+    items = {'BritishShorthair': BritishShorthair}
+    assert repr(registry) == f'Registry(name=cat, items={items})'
+
+
+def test_only_classes_and_functions_register_and_the_pre_13_api_still_works():
+    registry = Registry('cat', scope='zoo')
+
+    class Demo:
+        def some_method(self):
+            pass
+
+    with pytest.raises(TypeError, match='module must be a class or a function'):
+        registry.register_module(name='some_method', module=Demo().some_method)
+    with pytest.raises(TypeError, match='module must be a class or a function'):
+        registry.register_module(name='obj')(Demo())
+    with pytest.warns(DeprecationWarning):
+        @registry.deprecated_register_module(force=True)
+        class NewCat:
+            pass
+    with pytest.warns(DeprecationWarning):
+        registry.deprecated_register_module(Demo)
+    assert registry.get('NewCat') is NewCat and registry.get('Demo') is Demo
