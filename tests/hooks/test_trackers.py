@@ -399,6 +399,7 @@ def test_a_mocked_mlflow_client_receives_the_runs_metrics(make_runner, toy_loade
     monkeypatch.setitem(sys.modules, 'mlflow', mlflow)
     runner = make_runner(max_len=1)
     runner.register_training_hooks(lr_config=None, optimizer_config=OptimizerHook(),
+                                   checkpoint_config=dict(interval=1),
                                    log_config=dict(interval=2, hooks=[
                                        dict(type='MlflowLoggerHook', exp_name='test',
                                             log_model=False, interval=2)]))
@@ -407,3 +408,4 @@ def test_a_mocked_mlflow_client_receives_the_runs_metrics(make_runner, toy_loade
     steps = [c.kwargs['step'] for c in mlflow.log_metrics.call_args_list]
     assert steps == list(range(2, len(toy_loader) + 1, 2))
     assert {'train/loss', 'learning_rate'} <= set(mlflow.log_metrics.call_args_list[0].args[0])
+    assert osp.isfile(osp.join(runner.work_dir, 'epoch_1.pth'))  # the mock's run id not in it

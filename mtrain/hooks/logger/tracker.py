@@ -148,7 +148,8 @@ class TrackerLoggerHook(LoggerHook):
 
     # -- resume ---------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
-        return {'run_id': self.run_id} if self.run_id else {}
+        # (a mocked client's id is a mock, which a checkpoint cannot pickle: not kept)
+        return {'run_id': self.run_id} if isinstance(self.run_id, str) and self.run_id else {}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.run_id = state.get('run_id')
