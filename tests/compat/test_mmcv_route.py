@@ -44,7 +44,7 @@ FAKE_MMCV = {
             pass
         '''),
     'runner/hooks/__init__.py': '',
-    'runner/hooks/lr_updater.py': '',
+    'runner/hooks/lr_updater.py': 'class LrUpdaterHook:\n    pass\n',
     'parallel/__init__.py': '',
     'engine/__init__.py': '',
     'ops/__init__.py': "import importlib\next = importlib.import_module('mmcv._ext')\n",
