@@ -10,9 +10,10 @@ that
 * ``mmcv.utils.registry`` gives :class:`mtrain.compat.Registry` /
   :func:`~mtrain.compat.build_from_cfg`, so every 1.x registry (mmcv.cnn's,
   the codebase's) interoperates with mtrain's;
-* ``mmcv._ext``, when mmcv was built without its compiled ops, is a
-  placeholder whose functions raise when called, so a codebase that imports
-  ``mmcv.ops`` at import time (mmseg 0.x's focal loss) still imports;
+* ``mmcv._ext``, when mmcv was built without its compiled ops, is
+  :class:`mtrain.compat.ops.ext.ExtModule`: mmcv's kernels on PyTorch and
+  torchvision, and for an op not implemented a function that raises one line
+  when called (never at import);
 
 while the rest of mmcv (cnn, image, transforms, fileio, Config, logging) stays
 mmcv's own. Nothing of mmcv or the codebase is changed on disk. Turn it on
@@ -31,6 +32,7 @@ import types
 from typing import Any, List, Optional, Set
 
 from .mmcv_names import MMCV_OWN, PACKAGE_ALL, ROUTED
+from .ops.ext import ExtModule
 
 ROUTED_PACKAGES = ('mmcv.runner', 'mmcv.parallel', 'mmcv.engine')
 ROUTED_MODULES = ('mmcv.utils.registry', )
@@ -134,21 +136,6 @@ def load_mmcv_own(name: str) -> types.ModuleType:
     return module
 
 
-class _MissingOps(types.ModuleType):
-    """Stands in for ``mmcv._ext`` when mmcv was installed without its compiled ops."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith('__'):
-            raise AttributeError(name)
-        if name in ('get_compiler_version', 'get_compiling_cuda_version'):
-            return lambda: 'n/a'  # what collect_env reports for an mmcv without ops
-
-        def missing(*args: Any, **kwargs: Any) -> None:
-            raise RuntimeError(f"mmcv's op '{name}' is not compiled in this mmcv: install "
-                               "mmcv-full (or mmcv 1.x built with MMCV_WITH_OPS=1) to use it")
-        return missing
-
-
 class MMCVRouteFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds the routed modules (and the ops placeholder); leaves every other import alone."""
 
@@ -171,7 +158,7 @@ class MMCVRouteFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec: Any) -> types.ModuleType:
         if spec.name == 'mmcv._ext':
-            return _MissingOps(spec.name)
+            return ExtModule(spec.name)
         return RoutedModule(spec.name)
 
     def exec_module(self, module: types.ModuleType) -> None:
