@@ -56,10 +56,39 @@ def backward(grad_output: Tensor, input: Tensor, weight: Tensor, offset: Tensor,
     if mask is None:
         mask = input.new_zeros((input.size(0), 1))  # what torchvision passes without a mask
     bias = input.new_zeros(weight.size(0))
-    return torch.ops.torchvision._deform_conv2d_backward(
+    grads = torch.ops.torchvision._deform_conv2d_backward(
         grad_output.contiguous(), input, weight, offset.contiguous(), mask.contiguous(),
         bias, stride[0], stride[1], pad[0], pad[1], dilation[0], dilation[1], group,
         deformable_group, use_mask)
+    grad_offset = _zero_outside(grads[2], offset, input.shape[2:], weight.shape[2:], stride,
+                                pad, dilation, deformable_group)
+    return grads[0], grads[1], grad_offset, grads[3], grads[4]
+
+
+def _zero_outside(grad_offset: Tensor, offset: Tensor, size: Tuple[int, int],
+                  kernel: Tuple[int, int], stride: Tuple[int, int], pad: Tuple[int, int],
+                  dilation: Tuple[int, int], deformable_group: int) -> Tensor:
+    """mmcv's offset gradient is 0 where the sampling point is outside ``(-1, H) x (-1, W)``.
+
+    mmcv's ``get_coordinate_weight`` returns 0 there; torchvision's takes the
+    one-sided slope from the corners that are inside (a sample at ``y == -1``
+    or ``y == H`` gets a gradient). Each offset element belongs to exactly one
+    sampling point, so masking the gradient by that point's position gives
+    mmcv's numbers (mmcv's own test_modulated_deform_conv checks this case).
+    """
+    n, _, oh, ow = offset.shape
+    kh, kw = kernel
+    idx = dict(device=offset.device, dtype=torch.long)
+    off = offset.view(n, deformable_group, kh, kw, 2, oh, ow)
+    base_y = (torch.arange(oh, **idx) * stride[0] - pad[0]).view(1, oh, 1) + (
+        torch.arange(kh, **idx) * dilation[0]).view(kh, 1, 1)
+    base_x = (torch.arange(ow, **idx) * stride[1] - pad[1]).view(1, 1, ow) + (
+        torch.arange(kw, **idx) * dilation[1]).view(kw, 1, 1)
+    y = base_y.view(1, 1, kh, 1, oh, 1) + off[:, :, :, :, 0]  # int + offset, as mmcv's kernel
+    x = base_x.view(1, 1, 1, kw, 1, ow) + off[:, :, :, :, 1]
+    inside = (y > -1) & (y < size[0]) & (x > -1) & (x < size[1])
+    grad = grad_offset.view(n, deformable_group, kh, kw, 2, oh, ow)
+    return torch.where(inside.unsqueeze(4), grad, torch.zeros_like(grad)).view_as(grad_offset)
 
 
 def deform_conv_forward(input: Tensor, weight: Tensor, offset: Tensor, output: Tensor,
