@@ -128,3 +128,24 @@ def test_kernel_size_mismatch_is_one_line():
                                dilationW=1, dilationH=1, group=2, deformable_group=2,
                                im2col_step=1)
     assert mdc.ENTRY_POINTS and dc.ENTRY_POINTS
+
+
+def test_offset_gradient_is_zero_for_samples_on_the_border():
+    """A sample at y == -1 or y == H (here: zero offsets, padding 1) gets no offset gradient in
+    mmcv (its get_coordinate_weight returns 0 there); torchvision's kernel alone gives one."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 1, 3, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    offset = torch.zeros(1, 8, 4, 4, dtype=torch.float64, requires_grad=True)
+    weight = torch.ones(1, 1, 2, 2, dtype=torch.float64)
+    cfg = dict(stride=1, pad=1, dil=1, groups=1, dg=1)
+    ops_calls.deform_conv(x, offset, weight, cfg).sum().backward()
+    grad = offset.grad.view(4, 2, 4, 4)  # kernel point (i*2 + j), (y, x), out_y, out_x
+    on_border = torch.zeros(4, 4, 4, dtype=torch.bool)
+    for i in range(2):
+        for j in range(2):
+            ys = torch.arange(4) - 1 + i
+            xs = torch.arange(4) - 1 + j
+            on_border[i * 2 + j] = ((ys == -1) | (ys == 3))[:, None] | ((xs == -1) | (xs == 3))
+    assert on_border.any() and (~on_border).any()
+    assert torch.all(grad.permute(1, 0, 2, 3)[:, on_border] == 0)
+    assert torch.count_nonzero(grad.permute(1, 0, 2, 3)[:, ~on_border]) > 10
