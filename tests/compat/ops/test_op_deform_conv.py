@@ -13,7 +13,7 @@ from torch.autograd import gradcheck
 from mtrain.compat.ops import deform_conv as dc
 from mtrain.compat.ops import modulated_deform_conv as mdc
 
-import ops_calls  # tests/compat/ops/ops_calls.py
+import op_functions_dense  # tests/compat/ops/op_functions_dense.py
 
 
 def direct_dcn(x, offset, mask, weight, bias, stride, pad, dil, groups, dg):
@@ -63,10 +63,10 @@ def _inputs(dtype=torch.float64, n=2, c=4, h=7, w=6, o=6, k=3, stride=2, pad=1, 
 def test_offset_layout_matches_the_definition(stride, pad, dil):
     x, offset, mask, weight, bias, cfg = _inputs(stride=stride, pad=pad, dil=dil)
     want = direct_dcn(x, offset, mask, weight, bias, stride, pad, dil, 2, 2)
-    got = ops_calls.modulated_deform_conv(x, offset, mask, weight, bias, cfg)
+    got = op_functions_dense.modulated_deform_conv(x, offset, mask, weight, bias, cfg)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
     want1 = direct_dcn(x, offset, None, weight, None, stride, pad, dil, 2, 2)
-    got1 = ops_calls.deform_conv(x, offset, weight, cfg)
+    got1 = op_functions_dense.deform_conv(x, offset, weight, cfg)
     torch.testing.assert_close(got1, want1, rtol=1e-10, atol=1e-10)
 
 
@@ -74,14 +74,14 @@ def test_gradcheck_deform_conv_float64():
     x, offset, _, weight, _, cfg = _inputs(n=1, c=2, h=5, w=4, o=2, groups=1, dg=1)
     offset = offset * 0.3 + 0.25  # stay off the integer grid where bilinear is not smooth
     args = [t.requires_grad_() for t in (x, offset, weight)]
-    assert gradcheck(lambda a, b, c: ops_calls.deform_conv(a, b, c, cfg), args)
+    assert gradcheck(lambda a, b, c: op_functions_dense.deform_conv(a, b, c, cfg), args)
 
 
 def test_gradcheck_modulated_deform_conv_float64():
     x, offset, mask, weight, bias, cfg = _inputs(n=1, c=2, h=5, w=4, o=2, groups=1, dg=1)
     offset = offset * 0.3 + 0.25
     args = [t.requires_grad_() for t in (x, offset, mask, weight, bias)]
-    assert gradcheck(lambda *a: ops_calls.modulated_deform_conv(*a, cfg), args)
+    assert gradcheck(lambda *a: op_functions_dense.modulated_deform_conv(*a, cfg), args)
 
 
 def test_backward_parameters_alone_equals_the_stashed_gradient():
@@ -89,7 +89,7 @@ def test_backward_parameters_alone_equals_the_stashed_gradient():
     x, offset, _, weight, _, cfg = _inputs(dtype=torch.float32)
     go = torch.randn(2, 6, *dc.forward(x, weight, offset, None, None, (2, 2), (1, 1), (1, 1),
                                       2, 2).shape[2:])
-    kw = ops_calls.dcn_kwargs(weight, cfg)
+    kw = op_functions_dense.dcn_kwargs(weight, cfg)
     cols, ones = x.new_empty(0), x.new_empty(0)
     dc.deform_conv_backward_input(x, offset, go, torch.zeros_like(x),
                                   torch.zeros_like(offset), weight, cols, **kw)
@@ -103,8 +103,8 @@ def test_backward_parameters_alone_equals_the_stashed_gradient():
 
 def test_half_matches_float():
     x, offset, mask, weight, bias, cfg = _inputs(dtype=torch.float32)
-    want = ops_calls.modulated_deform_conv(x, offset, mask, weight, bias, cfg)
-    got = ops_calls.modulated_deform_conv(*(t.half() for t in (x, offset, mask, weight, bias)),
+    want = op_functions_dense.modulated_deform_conv(x, offset, mask, weight, bias, cfg)
+    got = op_functions_dense.modulated_deform_conv(*(t.half() for t in (x, offset, mask, weight, bias)),
                                           cfg)
     assert got.dtype == torch.float16
     torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=5e-2)
@@ -114,7 +114,7 @@ def test_empty_batch():
     x, offset, mask, weight, bias, cfg = _inputs(dtype=torch.float32)
     x, offset, mask = x[:0], offset[:0], mask[:0]
     x.requires_grad_()
-    out = ops_calls.modulated_deform_conv(x, offset, mask, weight, bias, cfg)
+    out = op_functions_dense.modulated_deform_conv(x, offset, mask, weight, bias, cfg)
     assert out.shape[0] == 0 and out.shape[1] == 6
     out.sum().backward()
     assert x.grad.shape == x.shape
@@ -138,7 +138,7 @@ def test_offset_gradient_is_zero_for_samples_on_the_border():
     offset = torch.zeros(1, 8, 4, 4, dtype=torch.float64, requires_grad=True)
     weight = torch.ones(1, 1, 2, 2, dtype=torch.float64)
     cfg = dict(stride=1, pad=1, dil=1, groups=1, dg=1)
-    ops_calls.deform_conv(x, offset, weight, cfg).sum().backward()
+    op_functions_dense.deform_conv(x, offset, weight, cfg).sum().backward()
     grad = offset.grad.view(4, 2, 4, 4)  # kernel point (i*2 + j), (y, x), out_y, out_x
     on_border = torch.zeros(4, 4, 4, dtype=torch.bool)
     for i in range(2):

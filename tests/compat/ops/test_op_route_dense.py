@@ -1,7 +1,7 @@
 """mmcv 1.7.2's own wrappers of deform_conv, modulated_deform_conv, ms_deform_attn, carafe,
 masked_conv and MMSyncBN run on mtrain's ``mmcv._ext`` through the import route.
 
-The child (route_wrappers_child.py) runs in a Python with pure-Python mmcv
+The child (route_dense_child.py) runs in a Python with pure-Python mmcv
 1.7.2 (tests/mmcv_python.py says where it is looked for; skipped otherwise).
 """
 
@@ -26,7 +26,7 @@ def measured():
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
-    out = subprocess.run([python, osp.join(HERE, 'route_wrappers_child.py'), str(port)],
+    out = subprocess.run([python, osp.join(HERE, 'route_dense_child.py'), str(port)],
                          capture_output=True, text=True, env={'PYTHONPATH': REPO, 'PATH': ''},
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

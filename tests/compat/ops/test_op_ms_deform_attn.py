@@ -3,7 +3,7 @@
 import torch
 from torch.autograd import gradcheck
 
-import ops_calls  # tests/compat/ops/ops_calls.py
+import op_functions_dense  # tests/compat/ops/op_functions_dense.py
 
 SHAPES = torch.tensor([[6, 4], [3, 2]])
 STARTS = torch.tensor([0, 24])
@@ -48,20 +48,20 @@ def direct(value, loc, weight):
 
 def test_forward_matches_the_definition():
     value, loc, weight = _inputs()
-    got = ops_calls.ms_deform_attn(value, SHAPES, STARTS, loc, weight)
+    got = op_functions_dense.ms_deform_attn(value, SHAPES, STARTS, loc, weight)
     torch.testing.assert_close(got, direct(value, loc, weight), rtol=1e-12, atol=1e-12)
 
 
 def test_gradcheck_float64():
     value, loc, weight = _inputs(bs=1, queries=2)
     args = [t.requires_grad_() for t in (value, loc, weight)]
-    assert gradcheck(lambda v, l, w: ops_calls.ms_deform_attn(v, SHAPES, STARTS, l, w), args)
+    assert gradcheck(lambda v, l, w: op_functions_dense.ms_deform_attn(v, SHAPES, STARTS, l, w), args)
 
 
 def test_empty_queries():
     value, loc, weight = _inputs(dtype=torch.float32)
     loc, weight = loc[:, :0].requires_grad_(), weight[:, :0]
-    out = ops_calls.ms_deform_attn(value, SHAPES, STARTS, loc, weight)
+    out = op_functions_dense.ms_deform_attn(value, SHAPES, STARTS, loc, weight)
     assert out.shape == (2, 0, 6)
     out.sum().backward()
     assert loc.grad.shape == loc.shape
@@ -69,7 +69,7 @@ def test_empty_queries():
 
 def test_half_matches_float():
     value, loc, weight = _inputs(dtype=torch.float32)
-    want = ops_calls.ms_deform_attn(value, SHAPES, STARTS, loc, weight)
-    got = ops_calls.ms_deform_attn(value.half(), SHAPES, STARTS, loc.half(), weight.half())
+    want = op_functions_dense.ms_deform_attn(value, SHAPES, STARTS, loc, weight)
+    got = op_functions_dense.ms_deform_attn(value.half(), SHAPES, STARTS, loc.half(), weight.half())
     assert got.dtype == torch.float16
     torch.testing.assert_close(got.float(), want, rtol=1e-2, atol=1e-2)

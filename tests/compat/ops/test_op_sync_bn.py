@@ -10,7 +10,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.autograd import gradcheck
 
-import ops_calls  # tests/compat/ops/ops_calls.py
+import op_functions_dense  # tests/compat/ops/op_functions_dense.py
 
 
 def _data(dtype=torch.float32, n=4, seed=0):
@@ -34,7 +34,7 @@ def _bn_reference(x, weight, bias, grad):
 def _ours(x, weight, bias, grad, stat=torch.float32):
     x, weight, bias = (t.clone().requires_grad_() for t in (x, weight, bias))
     rm, rv = torch.zeros(3, dtype=stat), torch.ones(3, dtype=stat)
-    out = ops_calls.sync_bn_op(x, rm, rv, weight, bias, stat=stat)
+    out = op_functions_dense.sync_bn_op(x, rm, rv, weight, bias, stat=stat)
     out.backward(grad)
     return out.detach(), rm, rv, x.grad, weight.grad, bias.grad
 
@@ -48,7 +48,7 @@ def test_one_process_is_plain_batch_norm():
 def test_gradcheck_float64():
     x, weight, bias, _ = _data(torch.float64, n=2)
     args = [t.requires_grad_() for t in (x, weight, bias)]
-    assert gradcheck(lambda a, w, b: ops_calls.sync_bn_op(
+    assert gradcheck(lambda a, w, b: op_functions_dense.sync_bn_op(
         a, torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64), w, b,
         stat=torch.float64), args)
 

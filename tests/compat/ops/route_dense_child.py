@@ -1,6 +1,6 @@
 """Run in a Python with pure-Python mmcv 1.7.2: mmcv's own wrappers of ops2's ops through the route.
 
-Prints one JSON object of measured numbers; tests/compat/ops/test_route_wrappers.py
+Prints one JSON object of measured numbers; tests/compat/ops/test_op_route_dense.py
 asserts them. mmcv's own modules and Functions are used unchanged; the
 route serves ``mmcv._ext`` from mtrain.compat.ops.
 """
