@@ -66,6 +66,7 @@ def main() -> int:
     parser.add_argument('--mmcv-git', required=True, help='git dir of an mmcv clone')
     parser.add_argument('--tag', default='v1.7.2')
     parser.add_argument('-k', default=None, help="pytest's -k")
+    parser.add_argument('-v', '--verbose', action='store_true', help='one line per test')
     args = parser.parse_args()
     unknown = sorted(set(args.ops) - set(TEST_FILES))
     if unknown:
@@ -73,7 +74,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix='mmcv-tests-') as tmp:
         tests = export(args.mmcv_git, args.tag, tmp)
         files = [osp.join(tests, f) for op in args.ops or TEST_FILES for f in TEST_FILES[op]]
-        cmd = [args.python, '-c', CHILD, '-q', '-p', 'no:cacheprovider', '-rs', *files]
+        cmd = [args.python, '-c', CHILD, '-v' if args.verbose else '-q', '-p', 'no:cacheprovider',
+               '-rs', *files]
         if args.k:
             cmd += ['-k', args.k]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(

@@ -24,7 +24,8 @@ functions taking the same arguments (positional and keyword, as mmcv's
 wrappers pass them; out-params are tensors filled in place with ``copy_``),
 and put ``'<family>'`` in :data:`OP_MODULES` (listed in advance below; a listed
 module that does not exist yet is skipped, its ops raising the one-line
-error). A name defined by two modules is an error. Each function dispatches on
+error), and list mmcv's test file for it in ``TEST_FILES`` of
+tools/mmcv_op_tests.py. A name defined by two modules is an error. Each function dispatches on
 its tensors' device and dtype itself (CPU and CUDA; fp32, fp64 and the half
 types where mmcv's kernels take them).
 

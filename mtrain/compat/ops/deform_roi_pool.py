@@ -14,23 +14,12 @@ import torch
 from torch import Tensor
 
 from . import sampling
-from .roi_align import CHUNK_ELEMENTS, roi_align_forward
+from .roi_align import roi_align_forward
 
 
 def _geometry(rois: Tensor, pooled_h: int, pooled_w: int, spatial_scale: float,
               sampling_ratio: int) -> sampling.Bins:
     return sampling.bins(rois, pooled_h, pooled_w, spatial_scale, sampling_ratio, 0.5, None)
-
-
-def _chunks(geometry: sampling.Bins, pooled_h: int, pooled_w: int, channels: int):
-    """(slice, bins of that chunk, gh, gw) over the RoIs, memory bounded."""
-    n = geometry.batch.shape[0]
-    gh = max(int(geometry.grid_h.max()), 1) if n else 1
-    gw = max(int(geometry.grid_w.max()), 1) if n else 1
-    step = max(1, CHUNK_ELEMENTS // (4 * pooled_h * pooled_w * gh * gw * max(channels, 1)))
-    for start in range(0, n, step):
-        part = slice(start, start + step)
-        yield part, sampling.Bins(*(t[part] for t in geometry)), gh, gw
 
 
 def _shifts(bins: sampling.Bins, offset: Tensor, gamma: float):
@@ -50,11 +39,13 @@ def deform_roi_pool_forward(input: Tensor, rois: Tensor, offset: Tensor, output:
                           spatial_scale, sampling_ratio, 1, True)
         return
     geometry = _geometry(rois, pooled_height, pooled_width, spatial_scale, sampling_ratio)
-    for part, bins, gh, gw in _chunks(geometry, pooled_height, pooled_width, input.shape[1]):
+    rows, plane = sampling.rows_of(input), input.shape[2] * input.shape[3]
+    for part, bins, gh, gw in sampling.chunks(geometry, pooled_height, pooled_width,
+                                              input.shape[1]):
         shift_h, shift_w = _shifts(bins, offset[part], gamma)
         y, x, counted = sampling.points(bins, pooled_height, pooled_width, gh, gw, shift_h, shift_w)
         corners = sampling.corners(y, x, input.shape[2], input.shape[3])
-        values = sampling.interpolate(sampling.gather(input, bins.batch, corners.pos),
+        values = sampling.interpolate(sampling.gather(rows, plane, bins.batch, corners.pos),
                                       corners.weight)  # (r, PH, PW, gh, gw, C)
         values = torch.where(counted[..., None], values, values.new_zeros(()))
         total = sampling.in_order_sum(values.flatten(3, 4), 3)
@@ -69,23 +60,24 @@ def deform_roi_pool_backward(grad_output: Tensor, input: Tensor, rois: Tensor, o
     """Adds the input's gradient into ``grad_input`` and the offset's into ``grad_offset``."""
     geometry = _geometry(rois, pooled_height, pooled_width, spatial_scale, sampling_ratio)
     shifted = offset.numel() > 0
-    for part, bins, gh, gw in _chunks(geometry, pooled_height, pooled_width, input.shape[1]):
+    n, c, h, w = input.shape
+    rows, grad_rows = sampling.rows_of(input), grad_input.new_zeros(n * h * w, c)
+    for part, bins, gh, gw in sampling.chunks(geometry, pooled_height, pooled_width, c):
         shift_h, shift_w = _shifts(bins, offset[part], gamma) if shifted else (None, None)
         y, x, counted = sampling.points(bins, pooled_height, pooled_width, gh, gw, shift_h, shift_w)
-        corners = sampling.corners(y, x, input.shape[2], input.shape[3])
-        count = (bins.grid_h * bins.grid_w).to(grad_output.dtype).view(-1, 1, 1, 1, 1, 1)
-        g = grad_output[part].permute(0, 2, 3, 1)[:, :, :, None, None, :] / count
-        used = (counted & corners.inside)[..., None]  # mmcv skips points outside the map
-        g = torch.where(used, g, g.new_zeros(()))  # (r, PH, PW, gh, gw, C)
-        sampling.scatter(grad_input, bins.batch, corners.pos, corners.weight[..., None] * g)
+        corners = sampling.corners(y, x, h, w)
+        g = sampling.avg_grad(grad_output[part], bins, counted, corners.inside)
+        sampling.scatter(grad_rows, h * w, bins.batch, corners.pos, corners.weight[..., None] * g)
         if shifted:
-            _offset_grad(input, bins, corners, y, x, g, gamma, grad_offset[part])
+            grad_offset.index_add_(0, part, _offset_grad(rows, h * w, bins, corners, y, x, g,
+                                                         gamma))
+    sampling.add_rows(grad_input, grad_rows)
 
 
-def _offset_grad(input: Tensor, bins: sampling.Bins, corners: sampling.Corners, y: Tensor,
-                 x: Tensor, g: Tensor, gamma: float, grad_offset: Tensor) -> None:
-    """mmcv's ``ogx``/``ogy`` summed over channels and samples, added into ``grad_offset``."""
-    v00, v10, v01, v11 = sampling.gather(input, bins.batch, corners.pos)
+def _offset_grad(rows: Tensor, plane: int, bins: sampling.Bins, corners: sampling.Corners,
+                 y: Tensor, x: Tensor, g: Tensor, gamma: float) -> Tensor:
+    """mmcv's ``ogx``/``ogy`` summed over channels and samples: (r, 2, PH, PW)."""
+    v00, v10, v01, v11 = sampling.gather(rows, plane, bins.batch, corners.pos)
     yl, yh = corners.y_low.to(y.dtype)[..., None], corners.y_high.to(y.dtype)[..., None]
     xl, xh = corners.x_low.to(x.dtype)[..., None], corners.x_high.to(x.dtype)[..., None]
     y, x = y[..., None], x[..., None]
@@ -93,8 +85,8 @@ def _offset_grad(input: Tensor, bins: sampling.Bins, corners: sampling.Corners, 
     dy = v11 * (x - xl) + v01 * (xh - x) + v10 * (xl - x) + v00 * (x - xh)
     scale = torch.tensor(gamma, dtype=g.dtype)
     roi_w, roi_h = bins.roi_w.view(-1, 1, 1, 1, 1, 1), bins.roi_h.view(-1, 1, 1, 1, 1, 1)
-    grad_offset[:, 0] += (scale * roi_w * g * dx).sum((3, 4, 5))
-    grad_offset[:, 1] += (scale * roi_h * g * dy).sum((3, 4, 5))
+    return torch.stack([(scale * roi_w * g * dx).sum((3, 4, 5)),
+                        (scale * roi_h * g * dy).sum((3, 4, 5))], 1)
 
 
 ENTRY_POINTS = {'deform_roi_pool_forward': deform_roi_pool_forward,

@@ -13,7 +13,9 @@ Three details make it decide as mmcv's kernel does:
   float32 before torchvision compares (in double) with it;
 * ``offset=1`` (widths ``x2 - x1 + 1``): torchvision has no offset, so
   ``x2``/``y2`` are moved by 1 first; ``(x2 + 1) - x1`` equals mmcv's
-  ``x2 - x1 + 1`` exactly for coordinates that are integers or below 2**22.
+  ``x2 - x1 + 1`` exactly for integer coordinates (mmdet 1.x's pixel
+  boxes); otherwise a width can differ in its last bit, which changes a
+  decision only for an IoU within a rounding of the threshold.
 
 Half-precision boxes on CPU are computed in float32 (mmcv's CPU kernel takes
 float32 only; torchvision's CPU kernel no half).
@@ -64,7 +66,8 @@ def nms_match(dets: Tensor, iou_threshold: float) -> List[List[int]]:
         torch.tensor(threshold, dtype=torch.float64), torch.tensor(-1.0, dtype=torch.float64))))
     kept = kept.sort()[0]  # positions in score order
     owner = _owners(boxes[order], kept, threshold)
-    members = torch.argsort(owner * order.numel() + torch.arange(order.numel()))
+    members = torch.argsort(owner * order.numel() + torch.arange(order.numel(),
+                                                                 device=owner.device))
     counts = torch.bincount(owner, minlength=kept.numel()).tolist()
     ids = order[members].tolist()
     groups, start = [], 0
@@ -78,10 +81,10 @@ def _owners(ordered: Tensor, kept: Tensor, threshold: float, chunk: int = 4096) 
     """For each box (in score order), the index into ``kept`` of the group it joins."""
     n = ordered.shape[0]
     area = areas(ordered)
-    owner = torch.empty(n, dtype=torch.long)
+    owner = torch.empty(n, dtype=torch.long, device=ordered.device)
     kept_boxes, kept_area = ordered[kept], area[kept]
     for start in range(0, n, chunk):  # bounds memory at len(kept) x chunk
-        pos = torch.arange(start, min(start + chunk, n))
+        pos = torch.arange(start, min(start + chunk, n), device=ordered.device)
         hit = iou(kept_boxes, kept_area, ordered[pos], area[pos]) >= threshold
         hit &= kept[:, None] <= pos[None, :]  # only a box kept earlier claims it
         hit |= kept[:, None] == pos[None, :]  # a kept box heads its group (even if IoU is NaN)

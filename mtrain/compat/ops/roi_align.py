@@ -21,13 +21,10 @@ from . import sampling
 
 #: mmcv's initial max: ``-10000`` in its CPU kernel, ``-FLT_MAX`` in its CUDA kernel.
 MAX_INIT = {'cpu': -10000.0, 'cuda': -torch.finfo(torch.float32).max}
-#: Elements of the sample tensor per chunk of RoIs (bounds the memory of the vectorised path).
-CHUNK_ELEMENTS = 1 << 24
 
 
 def _torchvision_takes(t: Tensor) -> bool:
-    return t.dtype in (torch.float32, torch.float64, torch.float16) and \
-        not (t.dtype == torch.float16 and t.device.type not in ('cpu', 'cuda'))
+    return t.dtype in (torch.float32, torch.float64, torch.float16)
 
 
 def roi_align_forward(input: Tensor, rois: Tensor, output: Tensor, argmax_y: Tensor,
@@ -69,15 +66,11 @@ def pool(input: Tensor, rois: Tensor, pooled_h: int, pooled_w: int, spatial_scal
     c = input.shape[1]
     out = input.new_zeros((rois.shape[0], c, pooled_h, pooled_w))
     ay, ax = torch.full_like(out, -1.0), torch.full_like(out, -1.0)
+    rows = sampling.rows_of(input)
     geometry = _bins(rois, pooled_h, pooled_w, spatial_scale, sampling_ratio, aligned)
-    gh = max(int(geometry.grid_h.max()), 1) if rois.shape[0] else 1
-    gw = max(int(geometry.grid_w.max()), 1) if rois.shape[0] else 1
-    step = max(1, CHUNK_ELEMENTS // (4 * pooled_h * pooled_w * gh * gw * max(c, 1)))
-    for start in range(0, rois.shape[0], step):  # chunks of RoIs, not single ones
-        part = slice(start, start + step)
-        bins = sampling.Bins(*(t[part] for t in geometry))
-        result = _pool_chunk(input, bins, pooled_h, pooled_w, gh, gw, pool_mode)
-        out[part], ay[part], ax[part] = result
+    for part, bins, gh, gw in sampling.chunks(geometry, pooled_h, pooled_w, c):
+        out[part], ay[part], ax[part] = _pool_chunk(input, rows, bins, pooled_h, pooled_w, gh,
+                                                    gw, pool_mode)
     return out, ay, ax
 
 
@@ -87,20 +80,23 @@ def _bins(rois: Tensor, pooled_h: int, pooled_w: int, spatial_scale: float,
                          0.5 if aligned else 0.0, None if aligned else 1.0)
 
 
-def _samples(input: Tensor, bins: sampling.Bins, pooled_h: int, pooled_w: int, gh: int, gw: int):
+def _samples(input: Tensor, rows: Tensor, bins: sampling.Bins, pooled_h: int, pooled_w: int,
+             gh: int, gw: int):
     """Values (R, PH, PW, gh*gw, C), the points' y and x, and which samples count."""
     y, x, counted = sampling.points(bins, pooled_h, pooled_w, gh, gw)
-    corners = sampling.corners(y, x, input.shape[2], input.shape[3])
-    values = sampling.interpolate(sampling.gather(input, bins.batch, corners.pos), corners.weight)
+    h, w = input.shape[2:]
+    corners = sampling.corners(y, x, h, w)
+    values = sampling.interpolate(sampling.gather(rows, h * w, bins.batch, corners.pos),
+                                  corners.weight)
     shape = (values.shape[0], pooled_h, pooled_w, gh * gw)
     return (values.reshape(shape + (-1, )), y.expand(shape[:3] + (gh, gw)).reshape(shape),
             x.expand(shape[:3] + (gh, gw)).reshape(shape),
             counted.expand(shape[:3] + (gh, gw)).reshape(shape))
 
 
-def _pool_chunk(input: Tensor, bins: sampling.Bins, pooled_h: int, pooled_w: int, gh: int,
-                gw: int, pool_mode: int) -> Tuple[Tensor, Tensor, Tensor]:
-    values, y, x, counted = _samples(input, bins, pooled_h, pooled_w, gh, gw)
+def _pool_chunk(input: Tensor, rows: Tensor, bins: sampling.Bins, pooled_h: int, pooled_w: int,
+                gh: int, gw: int, pool_mode: int) -> Tuple[Tensor, Tensor, Tensor]:
+    values, y, x, counted = _samples(input, rows, bins, pooled_h, pooled_w, gh, gw)
     if pool_mode == 1:
         count = (bins.grid_h * bins.grid_w).clamp(min=1).to(values.dtype)
         total = sampling.in_order_sum(
@@ -130,13 +126,17 @@ def _max_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argmax_x:
 
 def _avg_backward(grad_output: Tensor, rois: Tensor, grad_input: Tensor, spatial_scale: float,
                   sampling_ratio: int, aligned: bool) -> None:
-    """The vectorised avg backward (dtypes torchvision lacks): autograd through :func:`pool`."""
-    with torch.enable_grad():
-        features = torch.zeros_like(grad_input, requires_grad=True)
-        ph, pw = grad_output.shape[2:]
-        out = pool(features, rois, ph, pw, spatial_scale, sampling_ratio, 1, aligned)[0]
-        grad, = torch.autograd.grad(out, features, grad_output)
-    grad_input.add_(grad)
+    """The vectorised avg backward (dtypes torchvision lacks), as mmcv's kernel scatters."""
+    n, c, h, w = grad_input.shape
+    ph, pw = grad_output.shape[2:]
+    rows = grad_input.new_zeros(n * h * w, c)
+    geometry = _bins(rois, ph, pw, spatial_scale, sampling_ratio, aligned)
+    for part, bins, gh, gw in sampling.chunks(geometry, ph, pw, c):
+        y, x, counted = sampling.points(bins, ph, pw, gh, gw)
+        corners = sampling.corners(y, x, h, w)
+        g = sampling.avg_grad(grad_output[part], bins, counted, corners.inside)
+        sampling.scatter(rows, h * w, bins.batch, corners.pos, corners.weight[..., None] * g)
+    sampling.add_rows(grad_input, rows)
 
 
 ENTRY_POINTS = {'roi_align_forward': roi_align_forward, 'roi_align_backward': roi_align_backward}

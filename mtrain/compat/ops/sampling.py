@@ -136,12 +136,22 @@ def corners(y: Tensor, x: Tensor, height: int, width: int) -> Corners:
     return Corners(pos, weight, inside, y, x, y_low, x_low, y_high, x_high)
 
 
-def gather(features: Tensor, batch: Tensor, pos: Tensor) -> Tensor:
-    """``features`` (N, C, H, W) read at ``pos`` (4, R, ...) of image ``batch`` (R): (4, R, ..., C)."""
+def rows_of(features: Tensor) -> Tensor:
+    """``features`` (N, C, H, W) as (N * H * W, C) rows: one copy per call, shared by chunks."""
     n, c, h, w = features.shape
-    rows = features.permute(0, 2, 3, 1).reshape(n * h * w, c)
-    index = batch.view((1, -1) + (1, ) * (pos.dim() - 2)) * (h * w) + pos
-    return rows[index]
+    return features.permute(0, 2, 3, 1).reshape(n * h * w, c)
+
+
+def _index(batch: Tensor, pos: Tensor, plane: int) -> Tensor:
+    return batch.view((1, -1) + (1, ) * (pos.dim() - 2)) * plane + pos
+
+
+def gather(rows: Tensor, plane: int, batch: Tensor, pos: Tensor) -> Tensor:
+    """:func:`rows_of` read at ``pos`` (4, R, ...) of image ``batch`` (R): (4, R, ..., C).
+
+    ``plane`` is ``H * W``.
+    """
+    return rows[_index(batch, pos, plane)]
 
 
 def interpolate(values: Tensor, weight: Tensor) -> Tensor:
@@ -150,10 +160,42 @@ def interpolate(values: Tensor, weight: Tensor) -> Tensor:
     return ((w[0] * values[0] + w[1] * values[1]) + w[2] * values[2]) + w[3] * values[3]
 
 
-def scatter(grad_input: Tensor, batch: Tensor, pos: Tensor, grad: Tensor) -> None:
-    """Adds ``grad`` (4, R, ..., C) at ``pos`` (4, R, ...) of image ``batch`` into ``grad_input``."""
+def scatter(rows: Tensor, plane: int, batch: Tensor, pos: Tensor, grad: Tensor) -> None:
+    """Adds ``grad`` (4, R, ..., C) at ``pos`` of image ``batch`` into ``rows`` (N * H * W, C)."""
+    rows.index_add_(0, _index(batch, pos, plane).reshape(-1), grad.reshape(-1, rows.shape[1]))
+
+
+def add_rows(grad_input: Tensor, rows: Tensor) -> None:
+    """Adds ``rows`` (N * H * W, C) into ``grad_input`` (N, C, H, W)."""
     n, c, h, w = grad_input.shape
-    index = batch.view((1, -1) + (1, ) * (pos.dim() - 2)) * (h * w) + pos
-    rows = torch.zeros(n * h * w, c, dtype=grad.dtype, device=grad.device)
-    rows.index_add_(0, index.reshape(-1), grad.reshape(-1, c))
     grad_input.add_(rows.view(n, h, w, c).permute(0, 3, 1, 2))
+
+
+def chunks(geometry: Bins, pooled_h: int, pooled_w: int, channels: int, budget: int = 1 << 24):
+    """(RoI indices, their Bins, gh, gw): the RoIs grouped by grid size, in bounded chunks.
+
+    RoIs of one chunk share their ``grid_h x grid_w`` (a handful of distinct
+    sizes in a batch), so no sample is padding; a chunk holds at most
+    ``budget`` elements of the (4 corners, RoI, bin, sample, channel) tensor,
+    which bounds the memory of the vectorised paths.
+    """
+    grid_h, grid_w = geometry.grid_h.view(-1).clamp(min=1), geometry.grid_w.view(-1).clamp(min=1)
+    key = grid_h * (int(grid_w.max()) + 1 if grid_w.numel() else 1) + grid_w
+    for value in key.unique().tolist():  # a loop over distinct grid sizes, not over RoIs
+        members = (key == value).nonzero()[:, 0]
+        gh, gw = int(grid_h[members[0]]), int(grid_w[members[0]])
+        step = max(1, budget // (4 * pooled_h * pooled_w * gh * gw * max(channels, 1)))
+        for start in range(0, members.numel(), step):
+            part = members[start:start + step]
+            yield part, Bins(*(t[part] for t in geometry)), gh, gw
+
+
+def avg_grad(grad_output: Tensor, bins: Bins, counted: Tensor, inside: Tensor) -> Tensor:
+    """Each sample's share ``grad / (grid_h * grid_w)`` (r, PH, PW, gh, gw, C), 0 where unused.
+
+    mmcv's avg backward: ``count`` without the forward's ``max(count, 1)``,
+    and nothing for a point outside the map.
+    """
+    count = (bins.grid_h * bins.grid_w).to(grad_output.dtype).view(-1, 1, 1, 1, 1, 1)
+    g = grad_output.permute(0, 2, 3, 1)[:, :, :, None, None, :] / count
+    return torch.where((counted & inside)[..., None], g, g.new_zeros(()))
