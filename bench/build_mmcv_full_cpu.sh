@@ -31,8 +31,9 @@ sed -i -e "s/std=c++14/std=c++20/g; s/std=c++17/std=c++20/g" \
        -e "s#/std:c++14#/std:c++20#g; s#/std:c++17#/std:c++20#g" setup.py
 grep -n "c++20" setup.py
 
-# -g0: no debug info (a third of the compile time on 2 cores); -O3 stays, as shipped.
-CFLAGS="${CFLAGS:-} -g0" MMCV_WITH_OPS=1 FORCE_CUDA=0 nice -n "$NICE" "$VENV/bin/python" setup.py build_ext --inplace
+# Python's own compile flags without debug info (-g costs a third of the compile time on 2
+# cores). CFLAGS replaces them rather than adding to them, so -DNDEBUG -O3 are spelled out.
+CFLAGS="${CFLAGS:--DNDEBUG -O3 -fwrapv -Wall -g0}" MMCV_WITH_OPS=1 FORCE_CUDA=0 nice -n "$NICE" "$VENV/bin/python" setup.py build_ext --inplace
 # Make the in-place build importable from the venv (no second compile via pip).
 SITE=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 echo "$PWD" > "$SITE/mmcv_full_src.pth"

@@ -1,7 +1,7 @@
 """Benchmarks of mtrain's dense-map ``mmcv._ext`` ops (DCN, DCNv2, CARAFE, ms_deform_attn).
 
-Run through bench/ops.py (``--only dcn carafe msda``) or alone
-(``python bench/ops_dense.py [--device cpu|cuda] [--quick]``). Each row is the
+Run through bench/ops.py: ``PYTHONPATH=. python bench/ops.py --only dcn carafe msda
+[--device cuda] [--quick]``. Each row is the
 median ms of forward + backward, mtrain's entry points in mmcv's call shape
 against the obvious pure-PyTorch formulation through autograd:
 
@@ -20,20 +20,15 @@ against the obvious pure-PyTorch formulation through autograd:
   is the same formulation.
 """
 
-import argparse
 from typing import Dict
 
 import torch
 import torch.nn.functional as F
 
 from mtrain.compat.ops import carafe, entry_points, ms_deform_attn
+from ops import timed as _timed  # bench/ops.py: one timing rule for every row
 
 OPS = entry_points()
-
-
-def _timed(fn, repeats: int, device: str) -> float:
-    from ops import timed  # bench/ops.py: one timing rule for every row
-    return timed(fn, repeats, device)
 
 
 def dcn_by_grid_sample(x, offset, mask, weight, bias, pad):
@@ -147,21 +142,3 @@ def bench_msda(args, rows: Dict[str, float]) -> None:
 
 BENCHES = {'dcn': bench_dcn, 'carafe': bench_carafe, 'msda': bench_msda}
 
-
-if __name__ == '__main__':
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--device', default='cpu', choices=('cpu', 'cuda'))
-    parser.add_argument('--threads', type=int, default=1)
-    parser.add_argument('--repeats', type=int, default=3)
-    parser.add_argument('--quick', action='store_true')
-    parser.add_argument('--only', nargs='*', default=list(BENCHES))
-    cli = parser.parse_args()
-    torch.set_num_threads(cli.threads)
-    measured: Dict[str, float] = {}
-    for name in cli.only:
-        BENCHES[name](cli, measured)
-    print(f'| op, size: implementation | ms ({cli.device}, {cli.threads} thread(s), median of '
-          f'{cli.repeats}) |\n|---|---|')
-    for label, ms in measured.items():
-        print(f'| {label} | {ms:.1f} |')
