@@ -1,4 +1,4 @@
-"""mtrain's ``mmcv._ext`` against mmcv-full 1.7.2's compiled CPU kernels, through mmcv's own wrappers.
+"""mtrain's ``mmcv._ext`` against mmcv-full 1.7.2's compiled CPU kernels, via mmcv's wrappers.
 
 Run in the venv bench/build_mmcv_full_cpu.sh makes (mmcv-full with its
 compiled ``mmcv._ext``), with this repository on the path::

@@ -12,7 +12,7 @@ torchvision's op computes the same thing: its kernel is a port of mmcv's
 mmcv's, and the offset channels are laid out identically: channel
 ``2 * (g * kH * kW + i * kW + j)`` is the y (row) offset of kernel point
 ``(i, j)`` in deformable group ``g``, the next channel its x offset
-(tests/compat/ops/test_deform_conv.py checks it against a direct
+(tests/compat/ops/test_op_deform_conv.py checks it against a direct
 bilinear-sampling formula). mmcv 1.7.2 swaps this op in itself on one
 accelerator. Half precision works on CPU and CUDA (mmcv's CPU kernel takes
 only float32/float64).

@@ -1,4 +1,4 @@
-"""deform_conv_* and modulated_deform_conv_* entry points, called as mmcv 1.7.2's wrappers call them.
+"""deform_conv_* and modulated_deform_conv_* entry points, called as mmcv 1.7.2's wrappers do.
 
 The reference is the definition written out: each kernel point samples the
 input bilinearly (zero outside) at its regular position plus its (y, x)
@@ -104,8 +104,8 @@ def test_backward_parameters_alone_equals_the_stashed_gradient():
 def test_half_matches_float():
     x, offset, mask, weight, bias, cfg = _inputs(dtype=torch.float32)
     want = op_functions_dense.modulated_deform_conv(x, offset, mask, weight, bias, cfg)
-    got = op_functions_dense.modulated_deform_conv(*(t.half() for t in (x, offset, mask, weight, bias)),
-                                          cfg)
+    halves = [t.half() for t in (x, offset, mask, weight, bias)]
+    got = op_functions_dense.modulated_deform_conv(*halves, cfg)
     assert got.dtype == torch.float16
     torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=5e-2)
 

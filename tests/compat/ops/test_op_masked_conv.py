@@ -1,4 +1,4 @@
-"""masked_im2col_forward / masked_col2im_forward: mmcv's MaskedConv2d sequence equals a masked conv2d."""
+"""masked_im2col/col2im_forward: mmcv's MaskedConv2d sequence equals a masked conv2d."""
 
 import pytest
 import torch

@@ -55,7 +55,8 @@ def test_forward_matches_the_definition():
 def test_gradcheck_float64():
     value, loc, weight = _inputs(bs=1, queries=2)
     args = [t.requires_grad_() for t in (value, loc, weight)]
-    assert gradcheck(lambda v, l, w: op_functions_dense.ms_deform_attn(v, SHAPES, STARTS, l, w), args)
+    assert gradcheck(
+        lambda v, l, w: op_functions_dense.ms_deform_attn(v, SHAPES, STARTS, l, w), args)
 
 
 def test_empty_queries():

@@ -1,8 +1,9 @@
 """mmcv 1.7.2's own wrappers of deform_conv, modulated_deform_conv, ms_deform_attn, carafe,
 masked_conv and MMSyncBN run on mtrain's ``mmcv._ext`` through the import route.
 
-The children (route_dense_child.py, route_syncbn_child.py: one per rank) run in a Python with pure-Python mmcv
-1.7.2 (tests/mmcv_python.py says where it is looked for; skipped otherwise).
+The children (route_dense_child.py; route_syncbn_child.py, one per rank) run in a
+Python with pure-Python mmcv 1.7.2 (tests/mmcv_python.py says where it is looked for;
+skipped otherwise).
 """
 
 import json
