@@ -95,3 +95,17 @@ def test_two_processes_normalise_over_the_whole_batch():
         torch.testing.assert_close((r_rm, r_rv), (rm, rv), rtol=1e-5, atol=1e-5)
         # mmcv's wrapper returns the rank-averaged parameter gradients (DDP averages too).
         torch.testing.assert_close((r_gw, r_gb), (gw / 2, gb / 2), rtol=1e-5, atol=1e-5)
+
+
+def test_empty_batch_leaves_running_statistics():
+    """mmcv's wrapper skips mean/var on an empty batch and passes momentum 0 when every rank's
+    batch was empty; the output pass must then run on (0, C, S) and move nothing."""
+    from mtrain.compat.ops import sync_bn
+    x = torch.zeros(0, 3, 10)
+    rm, rv = torch.tensor([1., 2., 3.]), torch.tensor([4., 5., 6.])
+    out, norm, std = torch.zeros_like(x), torch.zeros(0, 3, 10), torch.zeros(3)
+    sync_bn.sync_bn_forward_output(x, torch.zeros(3), torch.zeros(3), torch.ones(3),
+                                   torch.zeros(3), rm, rv, norm, std, out, eps=1e-5,
+                                   momentum=torch.zeros(1), group_size=1)
+    assert rm.tolist() == [1., 2., 3.] and rv.tolist() == [4., 5., 6.]
+    torch.testing.assert_close(std, torch.full((3,), 1e-5).sqrt())
