@@ -1,6 +1,6 @@
 """mtrain's ``mmcv._ext`` ops at detector sizes, against the obvious pure-PyTorch formulation.
 
-``python bench/ops.py [--device cpu|cuda] [--threads 1] [--repeats 5] [--quick]``
+``python bench/ops.py [--device cpu|cuda] [--threads 1] [--repeats 5] [--quick] [--compiled]``
 
 For each op, the median wall time (ms) of ``--repeats`` calls after one
 warm-up, with ``torch.cuda.synchronize()`` on a GPU:
@@ -20,22 +20,32 @@ warm-up, with ``torch.cuda.synchronize()`` on a GPU:
   ``py_sigmoid_focal_loss`` through autograd;
 - ``softnms`` (200 / 1000 boxes), ``nms_match`` (2k boxes), ``roi_pool`` and
   ``deform_roi_pool`` forward + backward (512 RoIs on a stride-16 map):
-  mtrain only (no compiled reference here; see docs/benchmarks.md);
+  mtrain only;
 - ``dcn`` (DCN and DCNv2 on ResNet-50 stage 3), ``carafe``, ``msda``
   (Deformable DETR's encoder): bench/ops_dense.py says what each row is.
+
+``--compiled`` adds mmcv-full's compiled kernels (``import mmcv._ext`` must
+find them: a Python where bench/build_mmcv_full_cpu.sh built mmcv-full, with
+its source tree on ``PYTHONPATH``) for the ops it has a CPU kernel for: nms,
+roi_align, softnms, nms_match.
 """
 
 import argparse
+import importlib
 import statistics
 import time
 from typing import Callable, Dict
 
 import torch
 import torch.nn.functional as F
+import torchvision
 
 from mtrain.compat.ops import entry_points
+from mtrain.compat.ops import roi_align as ra
+from mtrain.compat.ops.focal_loss import sigmoid_focal_loss_backward, sigmoid_focal_loss_forward
 
 OPS = entry_points()
+COMPILED_OPS = ('nms', 'roi_align_forward', 'roi_align_backward', 'softnms', 'nms_match')
 STRIDES = (4, 8, 16, 32)
 IMAGE = (800, 1216)
 
@@ -78,7 +88,6 @@ def loop_nms(boxes: torch.Tensor, scores: torch.Tensor, threshold: float) -> tor
 
 
 def bench_nms(args, rows: Dict[str, float]) -> None:
-    import torchvision
     for n in ((1000, 5000) if args.quick else (1000, 5000, 20000)):
         boxes, scores = boxes_and_scores(n, args.device)
         rows[f'nms {n} boxes: mtrain'] = timed(lambda: OPS['nms'](boxes, scores, 0.7, 0),
@@ -87,6 +96,9 @@ def bench_nms(args, rows: Dict[str, float]) -> None:
             lambda: torchvision.ops.nms(boxes, scores, 0.7), args.repeats, args.device)
         rows[f'nms {n} boxes: pure-PyTorch loop'] = timed(
             lambda: loop_nms(boxes, scores, 0.7), max(1, args.repeats // 2), args.device)
+        if args.compiled:
+            rows[f'nms {n} boxes: mmcv-full compiled'] = timed(
+                lambda: args.compiled['nms'](boxes, scores, 0.7, 0), args.repeats, args.device)
 
 
 def fpn_rois(k: int, device: str):
@@ -106,9 +118,7 @@ def _extract(features, rois, level, pool: Callable) -> torch.Tensor:
     return out
 
 
-def _mtrain_roi_align(feat, rois, scale, vectorised=False):
-    from mtrain.compat.ops import roi_align as ra
-
+def _mtrain_roi_align(feat, rois, scale, vectorised=False, ops=OPS):
     class Fn(torch.autograd.Function):  # mmcv's RoIAlignFunction, avg mode
         @staticmethod
         def forward(ctx, x):
@@ -117,7 +127,7 @@ def _mtrain_roi_align(feat, rois, scale, vectorised=False):
                 return ra.pool(x, rois, 7, 7, scale, 0, 1, True)[0]
             out = x.new_zeros(rois.shape[0], x.shape[1], 7, 7)
             empty = x.new_zeros(0)
-            OPS['roi_align_forward'](x, rois, out, empty, empty, 7, 7, scale, 0, 1, True)
+            ops['roi_align_forward'](x, rois, out, empty, empty, 7, 7, scale, 0, 1, True)
             return out
 
         @staticmethod
@@ -126,7 +136,8 @@ def _mtrain_roi_align(feat, rois, scale, vectorised=False):
             if vectorised:
                 ra._avg_backward(grad, rois, grad_input, scale, 0, True)
             else:
-                OPS['roi_align_backward'](grad.contiguous(), rois, None, None, grad_input, 7, 7,
+                empty = grad.new_zeros(0)
+                ops['roi_align_backward'](grad.contiguous(), rois, empty, empty, grad_input, 7, 7,
                                           scale, 0, 1, True)
             return grad_input
     return Fn.apply(feat)
@@ -158,6 +169,8 @@ def bench_roi_align(args, rows: Dict[str, float]) -> None:
     ways = {'mtrain (torchvision kernels)': _mtrain_roi_align,
             'mtrain vectorised path': lambda f, r, s: _mtrain_roi_align(f, r, s, True),
             'grid_sample, 2x2 per bin': _grid_sample_roi_align}
+    if args.compiled:
+        ways['mmcv-full compiled'] = lambda f, r, s: _mtrain_roi_align(f, r, s, ops=args.compiled)
     for name, pool in ways.items():
         def step():
             _extract(features, rois, level, pool).sum().backward()
@@ -166,8 +179,6 @@ def bench_roi_align(args, rows: Dict[str, float]) -> None:
 
 
 def bench_focal(args, rows: Dict[str, float]) -> None:
-    from mtrain.compat.ops.focal_loss import (sigmoid_focal_loss_backward,
-                                              sigmoid_focal_loss_forward)
     g = torch.Generator().manual_seed(3)
     n = 30000 if args.quick else 120000
     logits = torch.randn(n, 80, generator=g).to(args.device).requires_grad_()
@@ -207,12 +218,17 @@ def bench_rest(args, rows: Dict[str, float]) -> None:
     for n in (200, 1000):
         boxes, scores = boxes_and_scores(n, 'cpu', seed=4)
         dets = boxes.new_empty(n, 5)
-        rows[f'softnms {n} boxes (linear, CPU as mmcv)'] = timed(
-            lambda: OPS['softnms'](boxes, scores, dets, 0.3, 0.5, 1e-3, 1, 0), args.repeats, 'cpu')
+        for who, ops in (('mtrain', OPS), ('mmcv-full compiled', args.compiled)):
+            if ops:
+                rows[f'softnms {n} boxes (linear, CPU as mmcv): {who}'] = timed(
+                    lambda: ops['softnms'](boxes, scores, dets, 0.3, 0.5, 1e-3, 1, 0),
+                    args.repeats, 'cpu')
     boxes, scores = boxes_and_scores(2000, 'cpu', seed=5)
     dets = torch.cat([boxes, scores[:, None]], 1)
-    rows['nms_match 2000 boxes (CPU as mmcv)'] = timed(lambda: OPS['nms_match'](dets, 0.5),
-                                                       args.repeats, 'cpu')
+    for who, ops in (('mtrain', OPS), ('mmcv-full compiled', args.compiled)):
+        if ops:
+            rows[f'nms_match 2000 boxes (CPU as mmcv): {who}'] = timed(
+                lambda: ops['nms_match'](dets, 0.5), args.repeats, 'cpu')
     g = torch.Generator().manual_seed(6)
     feat = torch.randn(1, 256, 50, 76, generator=g).to(args.device)
     rois, _ = fpn_rois(512, args.device)
@@ -242,7 +258,11 @@ def main() -> None:
     parser.add_argument('--quick', action='store_true', help='smaller sizes (a smoke run)')
     parser.add_argument('--only', nargs='*', default=['nms', 'roi_align', 'focal', 'rest', 'dcn',
                                                       'carafe', 'msda'])
+    parser.add_argument('--compiled', action='store_true', help="add mmcv-full's kernels")
     args = parser.parse_args()
+    if args.compiled:
+        compiled = importlib.import_module('mmcv._ext')
+        args.compiled = {name: getattr(compiled, name) for name in COMPILED_OPS}
     torch.set_num_threads(args.threads)
     rows: Dict[str, float] = {}
     benches = {'nms': bench_nms, 'roi_align': bench_roi_align, 'focal': bench_focal,

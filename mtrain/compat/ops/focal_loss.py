@@ -24,20 +24,29 @@ def _class_weight(weight: Tensor, target: Tensor) -> Tensor:
     return torch.where(inside, picked, picked.new_ones(()))
 
 
-def _sigmoid_terms(input: Tensor, target: Tensor):
+def _sigmoid_parts(input: Tensor, target: Tensor, gamma: float, alpha: float):
+    """Per element: is it the target class, ``p``, ``1 - p``, ``-alpha_t``, the ``pow`` and ``log``.
+
+    mmcv computes both the positive and the negative term and zeroes one with a
+    0/1 flag; choosing the operands per element first computes each ``pow``
+    and ``log`` once, with the same operations on the term that survives.
+    """
     classes = torch.arange(input.shape[1], device=input.device)
-    flag_p = (target[:, None] == classes).to(input.dtype)
+    pos = target[:, None] == classes
     p = 1. / (1. + torch.exp(-input))
-    return flag_p, 1. - flag_p, p
+    q = 1. - p
+    a = input.new_tensor(alpha)  # a C float in mmcv's float kernel, as 1 - alpha is
+    scale = torch.where(pos, -a, -(1. - a))
+    power = torch.pow(torch.where(pos, q, p), gamma)
+    log = torch.log(torch.where(pos, p, q).clamp(min=FLT_MIN))
+    return pos, p, q, scale, power, log
 
 
 def sigmoid_focal_loss_forward(input: Tensor, target: Tensor, weight: Tensor, output: Tensor,
                                gamma: float, alpha: float) -> None:
     """Fills ``output`` (N, C) with the per-element loss."""
-    flag_p, flag_n, p = _sigmoid_terms(input, target)
-    term_p = torch.pow(1. - p, gamma) * torch.log(p.clamp(min=FLT_MIN))
-    term_n = torch.pow(p, gamma) * torch.log((1. - p).clamp(min=FLT_MIN))
-    loss = -flag_p * alpha * term_p + -flag_n * (1. - alpha) * term_n
+    _, _, _, scale, power, log = _sigmoid_parts(input, target, gamma, alpha)
+    loss = scale * (power * log)
     if weight.numel():
         loss = loss * _class_weight(weight, target)[:, None]
     output.copy_(loss)
@@ -46,10 +55,9 @@ def sigmoid_focal_loss_forward(input: Tensor, target: Tensor, weight: Tensor, ou
 def sigmoid_focal_loss_backward(input: Tensor, target: Tensor, weight: Tensor,
                                 grad_input: Tensor, gamma: float, alpha: float) -> None:
     """Fills ``grad_input`` (N, C) with d(loss)/d(input), before mmcv scales it."""
-    flag_p, flag_n, p = _sigmoid_terms(input, target)
-    term_p = torch.pow(1. - p, gamma) * (1. - p - (gamma * p * torch.log(p.clamp(min=FLT_MIN))))
-    term_n = torch.pow(p, gamma) * (gamma * (1. - p) * torch.log((1. - p).clamp(min=FLT_MIN)) - p)
-    grad = -flag_p * alpha * term_p + -flag_n * (1. - alpha) * term_n
+    pos, p, q, scale, power, log = _sigmoid_parts(input, target, gamma, alpha)
+    inner = torch.where(pos, q - (gamma * p * log), gamma * q * log - p)
+    grad = scale * (power * inner)
     if weight.numel():
         grad = grad * _class_weight(weight, target)[:, None]
     grad_input.copy_(grad)

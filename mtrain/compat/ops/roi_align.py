@@ -120,8 +120,10 @@ def _max_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argmax_x:
     plane = rois[:, 0].long().view(-1, 1, 1, 1) * c + torch.arange(
         c, device=rois.device).view(1, -1, 1, 1)
     index = plane * (h * w) + corners.pos
-    grad_input.view(-1).index_add_(0, index.reshape(-1),
-                                   (grad_output * weight).reshape(-1).to(grad_input.dtype))
+    # corners last: the adds happen bin by bin, four at a time, in mmcv's order (same sums)
+    grad_input.view(-1).index_add_(0, index.movedim(0, -1).reshape(-1),
+                                   (grad_output * weight).movedim(0, -1).reshape(-1)
+                                   .to(grad_input.dtype))
 
 
 def _avg_backward(grad_output: Tensor, rois: Tensor, grad_input: Tensor, spatial_scale: float,

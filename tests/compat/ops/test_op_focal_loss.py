@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd import gradcheck
 
+from mtrain.compat.ops.focal_loss import sigmoid_focal_loss_forward
 from op_functions import SigmoidFocalLoss, SoftmaxFocalLoss
 
 # tests/test_ops/test_focal_loss.py (mmcv 1.7.2, CUDA-gated there): input, target, and
@@ -53,7 +54,6 @@ def test_sigmoid_equals_the_plain_formula_with_a_background_class():
     x = torch.randn(64, 5, generator=g, dtype=torch.float64)
     target = torch.randint(0, 6, (64, ), generator=g)  # 5 is background: no positive
     out = torch.zeros_like(x)
-    from mtrain.compat.ops.focal_loss import sigmoid_focal_loss_forward
     sigmoid_focal_loss_forward(x, target, NO_WEIGHT.double(), out, 2.0, 0.25)
     torch.testing.assert_close(out, _py_sigmoid_focal_loss(x, target, 2.0, 0.25))
 
@@ -72,7 +72,6 @@ def test_class_weight_scales_each_row_by_its_target_class():
     x = torch.randn(4, 3, dtype=torch.float64)
     target = torch.tensor([0, 1, 2, 1])
     weight = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64)
-    from mtrain.compat.ops.focal_loss import sigmoid_focal_loss_forward
     plain, weighted = torch.zeros_like(x), torch.zeros_like(x)
     sigmoid_focal_loss_forward(x, target, NO_WEIGHT.double(), plain, 2.0, 0.25)
     sigmoid_focal_loss_forward(x, target, weight, weighted, 2.0, 0.25)

@@ -1,4 +1,4 @@
-"""roi_pool: mmcv's expected values, its kernel as loops, torchvision's rounding differs, gradcheck."""
+"""roi_pool: mmcv's expected values, its kernel as loops, where torchvision differs, gradcheck."""
 
 import math
 
