@@ -91,7 +91,11 @@ def nms_cases(gen: torch.Generator) -> None:
         record(f'nms 3000 boxes, tied scores, offset={offset}', ['dets', 'inds'], ref, got, 0)
     for method in ('linear', 'gaussian', 'naive'):
         ref, got = both(lambda: soft_nms(boxes[:500], scores[:500], 0.3, 0.5, 1e-3, method))
-        record(f'soft_nms 500 boxes, {method}', ['dets', 'inds'], ref, got, 0)
+        # gaussian: mmcv's kernel calls glibc's expf, which is not correctly rounded; mtrain
+        # rounds exp taken in float64, so a re-weighted score may differ in its last bit.
+        tol, why = (6e-8, "last bit of glibc's expf") if method == 'gaussian' else (0, '')
+        record(f'soft_nms 500 boxes, {method}', ['dets'], ref[:1], got[:1], tol, why)
+        record(f'soft_nms 500 boxes, {method}', ['inds'], ref[1:], got[1:], 0)
     dets = torch.cat([boxes[:800], scores[:800, None]], 1)
     ref, got = both(lambda: nms_match(dets, 0.5))
     same = len(ref) == len(got) and all(torch.equal(a, b) for a, b in zip(ref, got))
@@ -113,14 +117,8 @@ def roi_align_cases(gen: torch.Generator) -> None:
                 out.backward(grad.to(dtype))
                 return out.detach(), x.grad
             ref, got = both(run)
-            case = f'roi_align {str(dtype)[6:]} aligned={aligned} ratio={ratio} {mode}'
-            record(case, ['output'], ref[:1], got[:1], 0)
-            # max mode: each bin's gradient goes to its argmax sample's 4 neighbours; where
-            # bins share pixels, mtrain adds the same terms in another order than the kernel.
-            tol, why = (0, '') if mode == 'avg' else (
-                1e-12 if dtype == torch.float64 else 1e-5, 'same terms, scatter-added in '
-                'another order')
-            record(case, ['grad_input'], ref[1:], got[1:], tol, why)
+            record(f'roi_align {str(dtype)[6:]} aligned={aligned} ratio={ratio} {mode}',
+                   ['output', 'grad_input'], ref, got, 0)
 
 
 def _dcn_inputs(gen, dtype, n=2, c=8, hw=17, o=16, k=3, stride=1, groups=2, dg=2):
