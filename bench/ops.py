@@ -20,7 +20,9 @@ warm-up, with ``torch.cuda.synchronize()`` on a GPU:
   ``py_sigmoid_focal_loss`` through autograd;
 - ``softnms`` (200 / 1000 boxes), ``nms_match`` (2k boxes), ``roi_pool`` and
   ``deform_roi_pool`` forward + backward (512 RoIs on a stride-16 map):
-  mtrain only.
+  mtrain only;
+- ``dcn`` (DCN and DCNv2 on ResNet-50 stage 3), ``carafe``, ``msda``
+  (Deformable DETR's encoder): bench/ops_dense.py says what each row is.
 
 ``--compiled`` adds mmcv-full's compiled kernels (``import mmcv._ext`` must
 find them: a Python where bench/build_mmcv_full_cpu.sh built mmcv-full, with
@@ -254,7 +256,8 @@ def main() -> None:
     parser.add_argument('--threads', type=int, default=1)
     parser.add_argument('--repeats', type=int, default=5)
     parser.add_argument('--quick', action='store_true', help='smaller sizes (a smoke run)')
-    parser.add_argument('--only', nargs='*', default=['nms', 'roi_align', 'focal', 'rest'])
+    parser.add_argument('--only', nargs='*', default=['nms', 'roi_align', 'focal', 'rest', 'dcn',
+                                                      'carafe', 'msda'])
     parser.add_argument('--compiled', action='store_true', help="add mmcv-full's kernels")
     args = parser.parse_args()
     if args.compiled:
@@ -264,6 +267,8 @@ def main() -> None:
     rows: Dict[str, float] = {}
     benches = {'nms': bench_nms, 'roi_align': bench_roi_align, 'focal': bench_focal,
                'rest': bench_rest}
+    from ops_dense import BENCHES as DENSE  # bench/ops_dense.py (it imports timed from here)
+    benches.update(DENSE)
     for name in args.only:
         benches[name](args, rows)
     print(f'| op, size: implementation | ms ({args.device}, {args.threads} thread(s), '

@@ -30,6 +30,12 @@ TEST_FILES = {
     'focal_loss': ['test_focal_loss.py'],
     'roi_pool': ['test_roi_pool.py'],
     'deform_roi_pool': ['test_deform_roi_pool.py'],
+    'deform_conv': ['test_deform_conv.py'],
+    'modulated_deform_conv': ['test_modulated_deform_conv.py'],
+    'ms_deform_attn': ['test_ms_deformable_attn.py'],
+    'carafe': ['test_carafe.py'],
+    'masked_conv': ['test_masked_conv2d.py'],
+    'sync_bn': ['test_syncbn.py'],
 }
 #: Run in the child: the route first, then pytest; the ops called are printed at the end.
 CHILD = '''
