@@ -136,24 +136,30 @@ class CheckpointHook(Hook):
         number = runner.epoch + 1 if self.by_epoch else runner.iter + 1
         tmpl = self.filename_tmpl or ('epoch_{}.pth' if self.by_epoch else 'iter_{}.pth')
         path = osp.join(self.out_dir, tmpl.format(number))
+        background = False
         if _takes_mtrain_keywords(runner.save_checkpoint):
+            background = self.async_save
             runner.save_checkpoint(
                 self.out_dir, filename_tmpl=tmpl.format(number),
                 save_optimizer=self.save_optimizer, create_symlink=self.create_symlink,
-                background=self.async_save,
+                background=background,
                 on_written=lambda path: self._on_written(runner, path, number, tmpl), **self.args)
         else:  # mmcv's call: the template, which the runner formats with its own counter
             given = {} if self.filename_tmpl is None else {'filename_tmpl': self.filename_tmpl}
             runner.save_checkpoint(self.out_dir, save_optimizer=self.save_optimizer,
                                    create_symlink=self.create_symlink, **given, **self.args)
-            self._on_written(runner, path, number, tmpl)
-        runner.logger.info(f'{"Saving" if self.async_save else "Saved"} checkpoint {path}')
+            self._drop_old(number, tmpl)
+        runner.logger.info(f'{"Saving" if background else "Saved"} checkpoint {path}')
         runner.meta.setdefault('hook_msgs', {})['last_ckpt'] = path
 
     def _on_written(self, runner, path: str, number: int, tmpl: str) -> None:
         """Once ``path`` is whole: report it, and drop files beyond ``max_keep_ckpts``."""
         if self.async_save:
             runner.logger.info(f'Saved checkpoint {path}')
+        self._drop_old(number, tmpl)
+
+    def _drop_old(self, number: int, tmpl: str) -> None:
+        """Remove the files beyond ``max_keep_ckpts`` (the newest, ``number``, is whole)."""
         if self.max_keep_ckpts > 0:
             step = self.interval if self.interval > 0 else 1
             for old in range(number - self.max_keep_ckpts * step, 0, -step):

@@ -369,6 +369,18 @@ class EvalHook(Hook):
         msgs['best_ckpt'] = self.best_ckpt_path  # in the best checkpoint's own meta too
         self._pending_best = (name, previous, key_score, f'{number} {unit}')
 
+    def score_and_share(self, runner, results: Any) -> Dict[str, Any]:
+        """Collective (mtrain's own): rank 0 scores ``results``, every rank gets the metrics.
+
+        For code that runs :meth:`test` on every rank itself (``tools/test.py``):
+        :meth:`evaluate` on rank 0, then :meth:`_share_outcome`. Returns
+        ``runner.eval_results``.
+        """
+        if runner.rank == 0:
+            self.evaluate(runner, results)
+        self._share_outcome(runner)
+        return runner.eval_results
+
     def _share_outcome(self, runner) -> None:
         """Collective (mtrain's own): rank 0's metrics and best checkpoint, on every rank.
 

@@ -125,9 +125,7 @@ def _eval_job(rank, n, out_dir):
     runner = BaseRunner(MTDistributedDataParallel(_Echo()), logger=get_logger())
     hook = EvalHook(build_dataloader(_IndexDataset(n), 4, 0, shuffle=False))
     predictions = hook.test(runner)  # rank 0 gathers them; the others get None
-    if rank == 0:  # rank-local, as mmcv 1.x's DistEvalHook calls it
-        hook.evaluate(runner, predictions)
-    hook._share_outcome(runner)  # every rank: rank 0's metrics to the others
+    hook.score_and_share(runner, predictions)  # rank 0 scores; every rank gets the metrics
     results = runner.eval_results
     torch.save({'predictions': predictions, 'results': results},
                os.path.join(out_dir, f'rank{rank}.pt'))
