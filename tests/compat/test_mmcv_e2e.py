@@ -66,22 +66,7 @@ def world(tmp_path_factory):
         assert done.returncode == 0, f'{" ".join(cmd)} failed:\n{done.stderr[-6000:]}'
         return work_dir
 
-    return root, train, [] if runs_auto_select_device(python, root) else ['--device', 'cpu']
-
-
-def runs_auto_select_device(python: str, cwd: str) -> bool:
-    """Whether mmcls 0.25's ``auto_select_device()`` runs under the route (issue 32 item 3).
-
-    mmcls's ``tools/train.py`` calls it unless given ``--device`` (which its
-    README does not pass), and its ``DistributedSampler`` always does. Until
-    the route runs it, the one-process runs here pass ``--device cpu``.
-    """
-    probe = ('import mtrain.compat.mmcv as r; r.enable(); '
-             'from mmcls.utils import auto_select_device; print(auto_select_device())')
-    env = dict(os.environ, PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES='')
-    done = subprocess.run([python, '-c', probe], cwd=cwd, env=env, capture_output=True,
-                          text=True)
-    return done.returncode == 0 and done.stdout.split()[-1:] == ['cpu']
+    return root, train
 
 
 def _log(work_dir, drop=()):
@@ -124,9 +109,11 @@ def _names(msgs):
 
 
 def test_mmcls_epoch_runner_matches_mmcv(world, tmp_path):
-    root, train, device = world  # device: [] as its README says, once the route runs it
-    theirs = train('mmcls', 'cls.py', str(tmp_path / 'mmcv'), *device, mmcv_runner=True)
-    ours = train('mmcls', 'cls.py', str(tmp_path / 'mtrain'), *device)
+    root, train = world
+    # As mmcls's README runs it: no --device (its auto_select_device imports mmcv.device,
+    # whose NPU module probes every module in sys.modules, routed ones included).
+    theirs = train('mmcls', 'cls.py', str(tmp_path / 'mmcv'), mmcv_runner=True)
+    ours = train('mmcls', 'cls.py', str(tmp_path / 'mtrain'))
     log = _log(ours)
     assert log == _log(theirs)
     assert [r['lr'] for r in log if r['mode'] == 'train'][:4] == [0.005, 0.02, 0.035, 0.05]
@@ -139,10 +126,11 @@ def test_mmcls_epoch_runner_matches_mmcv(world, tmp_path):
     # Resume from epoch 2. mtrain restores the RNG state, so its third epoch is the
     # uninterrupted run's, bit for bit; mmcv's resumed run draws a new shuffle
     # (docs/migration.md), so with it only the schedule and the files compare.
-    ours_resumed = train('mmcls', 'cls.py', str(tmp_path / 'mtrain_resumed'), *device,
+    ours_resumed = train('mmcls', 'cls.py', str(tmp_path / 'mtrain_resumed'),
                          '--resume-from', osp.join(ours, 'epoch_2.pth'))
-    theirs_resumed = train('mmcls', 'cls.py', str(tmp_path / 'mmcv_resumed'), *device,
-                           '--resume-from', osp.join(theirs, 'epoch_2.pth'), mmcv_runner=True)
+    theirs_resumed = train('mmcls', 'cls.py', str(tmp_path / 'mmcv_resumed'),
+                           '--resume-from', osp.join(theirs, 'epoch_2.pth'),
+                           mmcv_runner=True)
     third = [r for r in _log(theirs) if r['epoch'] == 3]
     assert _log(ours_resumed) == third
     # hook_msgs come from the resumed checkpoint in both (last_ckpt: epoch_1.pth, as mmcv).
@@ -155,7 +143,7 @@ def test_mmcls_epoch_runner_matches_mmcv(world, tmp_path):
 
 
 def test_mmseg_iter_runner_matches_mmcv(world, tmp_path):
-    root, train, _ = world
+    root, train = world
     theirs = train('mmseg', 'seg.py', str(tmp_path / 'mmcv'), mmcv_runner=True)
     ours = train('mmseg', 'seg.py', str(tmp_path / 'mtrain'))
     log = _log(ours)

@@ -23,7 +23,8 @@ Parts switch on by themselves when mtrain can do them:
 * mmcls's own ``DistributedSampler`` calls ``auto_select_device()`` whatever
   ``--device`` says, which needs the route's fix of mmcv.device's probe
   (issue 32 item 3): until then the mmcls test is skipped. (The one-process
-  runs as the READMEs say, without ``--device``, are test_mmcv_e2e.py's.)
+  runs as the READMEs say, without ``--device``, are test_mmcv_e2e.py's, with
+  that fix.)
 
 Launch: ``torchrun ... -m mtrain.compat.run`` (:func:`_launch`, the one place
 to change for the route's environment switch).
@@ -38,8 +39,7 @@ from typing import List
 
 import pytest
 
-from test_mmcv_e2e import (HERE, REPO, _assert_same_state, _load, _log, _mmcv_python,
-                           runs_auto_select_device)
+from test_mmcv_e2e import HERE, REPO, _assert_same_state, _load, _log, _mmcv_python
 
 pytestmark = pytest.mark.slow
 
@@ -83,6 +83,19 @@ def env(tmp_path_factory):
                    OMP_NUM_THREADS='1')
     environ.pop('MTRAIN_TEST_KILL_AFTER', None)
     return python, root, site, environ, runs_auto_select_device(python, root)
+
+
+def runs_auto_select_device(python: str, cwd: str) -> bool:
+    """Whether mmcls 0.25's ``auto_select_device()`` runs under the route (issue 32 item 3).
+
+    Its ``DistributedSampler`` calls it whatever ``--device`` says.
+    """
+    probe = ('import mtrain.compat.mmcv as r; r.enable(); '
+             'from mmcls.utils import auto_select_device; print(auto_select_device())')
+    env = dict(os.environ, PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES='')
+    done = subprocess.run([python, '-c', probe], cwd=cwd, env=env, capture_output=True,
+                          text=True)
+    return done.returncode == 0 and done.stdout.split()[-1:] == ['cpu']
 
 
 def _run(cmd: List[str], cwd: str, environ: dict) -> subprocess.CompletedProcess:
