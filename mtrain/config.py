@@ -24,6 +24,7 @@ from mmengine.utils import import_modules_from_strings
 
 from .config_checks import check_run_settings
 from .config_convert import detect_schema, for_training
+from .config_packages import resolve_base, use_importlib_lookups
 from .utils.errors import ConfigError, did_you_mean
 
 #: Keys mtrain reads (mmcv 1.x's runtime schema plus mtrain's own).
@@ -45,16 +46,28 @@ DATA_KEYS = ('samples_per_gpu', 'workers_per_gpu', 'train', 'val', 'test', 'trai
 
 
 def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Config:
-    """Read ``path``, apply ``cfg_options`` and check the result.
+    """Read ``path``, apply ``cfg_options`` and check the result (in mtrain's schema).
 
     Raises:
         ConfigError: a missing file or ``_base_``, a syntax error, a failing
             ``custom_imports`` module, a bad ``--cfg-options`` key or a typo'd key.
     """
+    cfg = _to_mtrain_schema(read_config(path, cfg_options), path)
+    check_config(cfg, path, cfg_options)
+    return cfg
+
+
+def read_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Config:
+    """``path`` with ``cfg_options`` applied, in the schema it is written in (unchecked).
+
+    What a further ``--cfg-options`` would be merged into: an mmengine config's
+    ``custom_hooks`` as written, before the converter adds its own hooks.
+    """
     if not osp.isfile(path):
         raise ConfigError(f'config file {path} does not exist; check the path', filename=path)
     check_bases(path)
     add_project_root_to_path()
+    use_importlib_lookups()  # package-scoped _base_ without pkg_resources
     try:
         cfg = Config.fromfile(path)
     except ImportError as e:
@@ -77,8 +90,6 @@ def load_config(path: str, cfg_options: Optional[Dict[str, Any]] = None) -> Conf
             rebase_data_root(cfg.get('data'), old_root, cfg.get('data_root'))
         if any(key.split('.')[0] == 'custom_imports' for key in cfg_options):
             _import_custom_modules(cfg.get('custom_imports'))
-    cfg = _to_mtrain_schema(cfg, path)
-    check_config(cfg, path, cfg_options)
     return cfg
 
 
@@ -176,8 +187,7 @@ def base_values(path: str, key: str) -> List[Any]:
 
 def _bases(path: str) -> List[str]:
     bases = _assigned_literal(path, '_base_') or []
-    return [osp.join(osp.dirname(osp.abspath(path)), b)
-            for b in ([bases] if isinstance(bases, str) else bases)]
+    return [resolve_base(b, path) for b in ([bases] if isinstance(bases, str) else bases)]
 
 
 def _assigned_literal(path: str, key: str) -> Any:
@@ -216,7 +226,7 @@ def check_bases(path: str, chain: Tuple[str, ...] = ()) -> None:
             except ValueError:
                 return
             for base in [bases] if isinstance(bases, str) else bases:
-                base_path = osp.join(osp.dirname(path), base)
+                base_path = resolve_base(base, path)
                 if not osp.isfile(base_path):
                     raise ConfigError(f"_base_ file '{base}' does not exist (looked for "
                                       f'{osp.normpath(base_path)}); paths are relative to the '

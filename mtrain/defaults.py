@@ -22,7 +22,7 @@ loop's single "epoch" ends with the run, so it writes one checkpoint).
 """
 
 import copy
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 # ---------------------------------------------------------------- mmcv 1.x schema
 
@@ -45,6 +45,43 @@ MMCV_CHECKPOINT = dict(interval=-1, by_epoch=True, save_last=True)
 MMCV_LOG_INTERVAL = 10  # log_config.interval when left out (TextLoggerHook's default)
 MMCV_LOGGER_HOOKS = [dict(type='TextLoggerHook')]  # log_config.hooks when left out
 MMCV_EVALUATION = dict(interval=1, start=None)
+
+#: mmcv 1.7.2 ``EvalHook``'s keys of metrics that are better greater, and smaller.
+METRIC_GREATER_KEYS = ('acc', 'top', 'AR@', 'auc', 'precision', 'mAP', 'mDice', 'mIoU', 'mAcc',
+                       'aAcc')
+METRIC_LESS_KEYS = ('loss', )
+
+Keys = Optional[Union[str, Sequence[str]]]
+
+
+def metric_rule(key: str, rule: Optional[str] = None, greater_keys: Keys = None,
+                less_keys: Keys = None) -> Optional[str]:
+    """``'greater'`` or ``'less'``: which values of metric ``key`` are better.
+
+    ``rule`` (``evaluation.rule``) when given; else mmcv 1.7.2's
+    ``EvalHook._init_rule``: ``key`` equal to one of the greater keys, then of the
+    less keys, then containing one, case-insensitively (``greater_keys``/``less_keys``
+    replace the defaults, as in ``evaluation``). None: the key says neither
+    (``'mae'``, ``'EPE'``): the caller asks for ``rule``.
+    """
+    if rule is not None:
+        return rule
+    lowered = key.lower()
+    greater = [k.lower() for k in _key_list(greater_keys, METRIC_GREATER_KEYS)]
+    less = [k.lower() for k in _key_list(less_keys, METRIC_LESS_KEYS)]
+    for keys, found in ((greater, 'greater'), (less, 'less')):
+        if lowered in keys:
+            return found
+    for keys, found in ((greater, 'greater'), (less, 'less')):
+        if any(k in lowered for k in keys):
+            return found
+    return None
+
+
+def _key_list(keys: Keys, default: Sequence[str]) -> Sequence[str]:
+    if keys is None:
+        return default
+    return (keys, ) if isinstance(keys, str) else keys
 
 # ---------------------------------------------------------------- mmengine 0.10 schema
 
@@ -69,6 +106,24 @@ MMENGINE_LOOPS: Dict[str, Dict[str, Any]] = {
 }
 #: ``train_cfg=dict(by_epoch=...)`` without a ``type`` picks one of the two loops.
 MMENGINE_LOOP_OF_BY_EPOCH = {True: 'EpochBasedTrainLoop', False: 'IterBasedTrainLoop'}
+
+#: ``IterBasedTrainLoop.max_epochs``: 1 ("for compatibility with EpochBasedTrainLoop").
+MMENGINE_ITER_LOOP_EPOCHS = 1
+
+
+def mmengine_scheduler_end(by_epoch: bool, max_epochs: Optional[int],
+                           max_iters: Optional[int]) -> Optional[int]:
+    """The ``end`` mmengine's ``Runner`` gives a ``param_scheduler`` entry that leaves it out.
+
+    ``Runner.build_param_scheduler`` fills in the loop's ``max_epochs`` (by-epoch
+    schedulers) or ``max_iters``. An iteration loop (``max_epochs`` None here, as
+    mtrain's ``IterBasedRunner``) has ``max_epochs = 1``, so a by-epoch scheduler
+    ends after one epoch, also when ``convert_to_iter_based`` turns that into the
+    loader's length in iterations. None: a length the caller does not know.
+    """
+    if not by_epoch:
+        return max_iters
+    return MMENGINE_ITER_LOOP_EPOCHS if max_epochs is None else max_epochs
 
 
 def runner_by_epoch(runner_type: Any) -> bool:

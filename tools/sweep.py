@@ -35,7 +35,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--metric', help='evaluation metric to optimize (default: '
                         'evaluation.save_best or evaluation.metric)')
     parser.add_argument('--direction', choices=['max', 'min'],
-                        help='default: min for names with loss/err, else max')
+                        help="default: evaluation.rule ('less': min) for the save_best "
+                        'metric, else from the name as mmcv 1.x (acc, mAP, ...: max; loss: min)')
     parser.add_argument('--pruner', choices=list(PRUNERS), default='median')
     parser.add_argument('--pruner-args', nargs='+', default=[], metavar='KEY=VALUE',
                         help='keyword arguments of the pruner, e.g. n_startup_trials=2')

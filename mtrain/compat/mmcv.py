@@ -1,7 +1,7 @@
 """The import route: a 1.x codebase's ``mmcv.runner`` / ``mmcv.parallel`` / ``mmcv.engine`` is mtrain.
 
-With a pure-Python mmcv 1.7.2 installed (``MMCV_WITH_OPS=0 pip install
-mmcv==1.7.2``), :func:`enable` puts a finder first on ``sys.meta_path`` so
+With a pure-Python mmcv 1.7.2 installed (``python -m mtrain.compat.install
+--mmcv``), :func:`enable` puts a finder first on ``sys.meta_path`` so
 that
 
 * ``mmcv.runner``, ``mmcv.parallel``, ``mmcv.engine`` and every module under
@@ -10,51 +10,39 @@ that
 * ``mmcv.utils.registry`` gives :class:`mtrain.compat.Registry` /
   :func:`~mtrain.compat.build_from_cfg`, so every 1.x registry (mmcv.cnn's,
   the codebase's) interoperates with mtrain's;
-* ``mmcv._ext``, when mmcv was built without its compiled ops, is a
-  placeholder whose functions raise when called, so a codebase that imports
-  ``mmcv.ops`` at import time (mmseg 0.x's focal loss) still imports;
+* ``mmcv._ext``, when mmcv was built without its compiled ops, is
+  :class:`mtrain.compat.ops.ext.ExtModule`: mmcv's kernels on PyTorch and
+  torchvision, and for an op not implemented a function that raises one line
+  when called (never at import);
 
 while the rest of mmcv (cnn, image, transforms, fileio, Config, logging) stays
 mmcv's own. Nothing of mmcv or the codebase is changed on disk. Turn it on
 before anything imports mmcv: ``python -m mtrain.compat.run tools/train.py ...``
-(see :mod:`mtrain.compat.run`), or ``mtrain.compat.mmcv.enable()`` first thing.
+(see :mod:`mtrain.compat.run`), ``MTRAIN_MMCV_ROUTE=1`` in the environment
+(:mod:`mtrain.compat.autoroute`), or ``mtrain.compat.mmcv.enable()`` first thing.
 """
 
 import importlib
 import importlib.abc
 import importlib.machinery
-import importlib.util
 import os
 import os.path as osp
 import sys
 import types
 from typing import Any, List, Optional, Set
 
-from .mmcv_names import MMCV_OWN, PACKAGE_ALL, ROUTED
+from . import mmcv_source
+from .mmcv_names import PACKAGE_ALL, ROUTED
+from .mmcv_own import load_mmcv_own
+from .mmcv_source import mmcv_dir as _mmcv_dir
+from .mmcv_source import source_of as _source_of
+from .ops.ext import ExtModule
 
 ROUTED_PACKAGES = ('mmcv.runner', 'mmcv.parallel', 'mmcv.engine')
 ROUTED_MODULES = ('mmcv.utils.registry', )
-#: Prefix of the private names mmcv's own files are loaded under.
-OWN_PREFIX = 'mtrain.compat._mmcv_own.'
 #: mmcv's own files that names were taken from in this process (for reports).
 used_mmcv_own: Set[str] = set()
-
-
-def _mmcv_dir() -> str:
-    spec = importlib.util.find_spec('mmcv')
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError('the mmcv import route needs mmcv 1.x installed; '
-                          "install it with: MMCV_WITH_OPS=0 pip install 'mmcv==1.7.2'")
-    return list(spec.submodule_search_locations)[0]
-
-
-def _source_of(name: str) -> Optional[str]:
-    """mmcv's own file for module ``name`` (``.../__init__.py`` for a package), or None."""
-    base = osp.join(osp.dirname(_mmcv_dir()), *name.split('.'))
-    for path in (osp.join(base, '__init__.py'), base + '.py'):
-        if osp.isfile(path):
-            return path
-    return None
+_MISSING = object()
 
 
 def _is_routed(name: str) -> bool:
@@ -77,76 +65,55 @@ class RoutedModule(types.ModuleType):
 
 
 def resolve(module: str, name: str) -> Any:
-    """The object ``module.name`` means under the route (see :mod:`.mmcv_names`)."""
+    """The object ``module.name`` means under the route (see :mod:`.mmcv_names`).
+
+    Whether the name exists is decided before anything is imported or run
+    (mtrain's name table, then mmcv's file read by :mod:`.mmcv_source`), so a
+    probe for a name neither has changes nothing, ``sys.modules`` included.
+    """
     if name in ROUTED:
         home, attr = ROUTED[name]
         return getattr(importlib.import_module(home), attr)
-    import mtrain
-    try:
-        return getattr(mtrain, name)
-    except AttributeError:
-        pass
-    own = module if module not in PACKAGE_ALL else MMCV_OWN.get(name)
-    if own is not None and _source_of(own) is not None:
-        source = load_mmcv_own(own)
-        if hasattr(source, name):
-            used_mmcv_own.add(f'{own}.{name}')
-            return getattr(source, name)
+    value = _mtrain_name(module, name)
+    if value is not _MISSING:
+        return value
+    if mmcv_source.source_of(f'{module}.{name}') is not None:
+        return importlib.import_module(f'{module}.{name}')  # a submodule (routed)
+    found = mmcv_source.bindings(module)
+    if found is not None and name in found.imported:
+        source, attr = found.imported[name]  # mmcv's file imports it: take it where it lives
+        imported = importlib.import_module(source)
+        return imported if attr is None else getattr(imported, attr)
+    own = mmcv_source.defining_module(module, name)
+    if own is None and found is not None and found.open:
+        own = module
+    if own is not None and own not in PACKAGE_ALL:  # mmcv.runner's own __init__ never runs
+        used_mmcv_own.add(f'{own}.{name}')
+        return getattr(load_mmcv_own(own), name)
     raise AttributeError(f"mtrain's route for {module} has no '{name}': mtrain lacks it and "
                          "mmcv 1.7.2's own module does not define it either (see "
                          'docs/migration.md, "Running an unmodified mmcv 1.x codebase")')
 
 
-class _OwnSpec(importlib.machinery.ModuleSpec):
-    """A spec whose relative imports resolve against mmcv's package, not the private name."""
+def _mtrain_name(module: str, name: str) -> Any:
+    """mtrain's object for ``name``, or ``_MISSING`` (importing nothing for a name it lacks).
 
-    def __init__(self, name: str, loader: Any, origin: str, package: str) -> None:
-        super().__init__(name, loader, origin=origin)
-        self.has_location = True
-        self._package = package
-
-    @property
-    def parent(self) -> str:
-        return self._package
-
-
-def load_mmcv_own(name: str) -> types.ModuleType:
-    """mmcv's own module ``name`` (e.g. ``mmcv.runner.base_module``), executed once.
-
-    It runs under a private name so that ``mmcv.runner.base_module`` itself
-    stays the routed module; its relative imports (``from .dist_utils import
-    master_only``) go through the route to mtrain.
+    A submodule's own function that only shares a package-level name
+    (``mmcv.parallel._functions.scatter(input, devices)`` against the package's
+    ``scatter(inputs, target_gpus)``) is not mtrain's: mmcv's own file gives it.
     """
-    private = OWN_PREFIX + name
-    if private in sys.modules:
-        return sys.modules[private]
-    path = _source_of(name)
-    loader = importlib.machinery.SourceFileLoader(private, path)
-    spec = _OwnSpec(private, loader, path, name.rpartition('.')[0])
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = spec.parent
-    sys.modules[private] = module
-    try:
-        loader.exec_module(module)
-    except BaseException:
-        del sys.modules[private]
-        raise
-    return module
-
-
-class _MissingOps(types.ModuleType):
-    """Stands in for ``mmcv._ext`` when mmcv was installed without its compiled ops."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith('__'):
-            raise AttributeError(name)
-        if name in ('get_compiler_version', 'get_compiling_cuda_version'):
-            return lambda: 'n/a'  # what collect_env reports for an mmcv without ops
-
-        def missing(*args: Any, **kwargs: Any) -> None:
-            raise RuntimeError(f"mmcv's op '{name}' is not compiled in this mmcv: install "
-                               "mmcv-full (or mmcv 1.x built with MMCV_WITH_OPS=1) to use it")
-        return missing
+    import mtrain
+    if not (name in mtrain._NAMES or (name.endswith('Hook') and mmcv_source.binds(module, name))):
+        return _MISSING  # mtrain's *Hook names import mtrain.hooks: only when mmcv has it
+    package = next((p for p in ROUTED_PACKAGES if module == p or module.startswith(p + '.')),
+                   None)
+    if package is not None and name in PACKAGE_ALL[package] and module != package:
+        here = mmcv_source.defining_module(module, name)
+        there = mmcv_source.defining_module(package, name)
+        if None not in (here, there) and here != there:
+            return _MISSING
+    value = getattr(mtrain, name, _MISSING)
+    return _MISSING if isinstance(value, types.ModuleType) else value
 
 
 class MMCVRouteFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -171,7 +138,7 @@ class MMCVRouteFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec: Any) -> types.ModuleType:
         if spec.name == 'mmcv._ext':
-            return _MissingOps(spec.name)
+            return ExtModule(spec.name)
         return RoutedModule(spec.name)
 
     def exec_module(self, module: types.ModuleType) -> None:

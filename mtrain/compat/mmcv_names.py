@@ -6,11 +6,16 @@ this order, to:
 
 1. :data:`ROUTED`: a name whose mtrain home is not ``mtrain.<name>``;
 2. mtrain's own name (``mtrain.EpochBasedRunner``, ``mtrain.HOOKS``, ...);
-3. for a submodule, the same name in mmcv's own file of that submodule, and for
-   a package, :data:`MMCV_OWN`: mmcv's own implementation, loaded from its
-   file with its relative imports routed (so ``checkpoint.py`` finds mtrain's
-   ``get_dist_info``). These are the names mtrain does not have;
+3. a name mmcv's own file imports: that name where the file takes it from;
+4. a name mmcv's own file defines (for a package, the module its
+   ``__init__`` imports it from; ``CheckpointLoader`` -> ``checkpoint.py``):
+   mmcv's own implementation, loaded from its file with its relative imports
+   routed (:mod:`.mmcv_own`). These are the names mtrain does not have;
    ``python -m mtrain.compat.run --list-mmcv-own`` prints the ones a run used.
+
+A submodule's own function that only shares a package-level name is mmcv's
+(``mmcv.parallel._functions.scatter``); whether mmcv has a name is read from
+its files (:mod:`.mmcv_source`) so a probe for a missing name runs nothing.
 """
 
 from typing import Dict, Tuple
@@ -60,10 +65,4 @@ ROUTED: Dict[str, Tuple[str, str]] = {
     'build_from_cfg': ('mtrain.compat.registry', 'build_from_cfg'),
     'annealing_cos': ('mtrain.hooks.schedules.formulas', 'annealing_cos'),
     'annealing_linear': ('mtrain.hooks.schedules.formulas', 'annealing_linear'),
-}
-
-#: Package-level names mtrain does not have: mmcv's file that defines each.
-MMCV_OWN: Dict[str, str] = {
-    # imported by 1.x backbones for its URL schemes, which mtrain leaves out
-    'CheckpointLoader': 'mmcv.runner.checkpoint',
 }

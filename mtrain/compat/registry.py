@@ -113,6 +113,10 @@ class Registry(MMEngineRegistry):
         super().__init__(name, build_func=build_func, parent=parent, scope=scope)
         self._imported = True  # nothing to import lazily (see import_from_location)
 
+    def __repr__(self) -> str:
+        """mmcv's ``Registry(name=..., items={...})`` (mmengine prints a table)."""
+        return f'{type(self).__name__}(name={self._name}, items={self._module_dict})'
+
     @staticmethod
     def infer_scope() -> str:
         """The top-level package of the module that called the caller (mmcv's rule)."""
@@ -141,14 +145,35 @@ class Registry(MMEngineRegistry):
     def register_module(self, name: Any = None, force: bool = False,
                         module: Optional[Any] = None) -> Any:
         """Register a class or function: ``@REG.register_module()``, ``(name=...)``,
-        ``(module=cls)``, or the deprecated ``REG.register_module(cls)``."""
+        ``(module=cls)``, or the deprecated ``REG.register_module(cls)``.
+
+        Raises:
+            TypeError: what is registered is neither a class nor a function
+                (a bound method, say), as mmcv 1.7.2.
+        """
         if inspect.isclass(name):
-            warnings.warn('The old API of register_module(module, force=False) is deprecated '
-                          'and will be removed, please use the new API '
-                          'register_module(name=None, force=False, module=None) instead.',
-                          DeprecationWarning, stacklevel=2)
-            return super().register_module(force=force, module=name)
-        return super().register_module(name=name, force=force, module=module)
+            return self.deprecated_register_module(name, force=force)
+        if module is not None:
+            _check_registrable(module)
+            return super().register_module(name=name, force=force, module=module)
+        register = super().register_module(name=name, force=force)
+        return lambda cls: register(_check_registrable(cls))
+
+    def deprecated_register_module(self, cls: Any = None, force: bool = False) -> Any:
+        """mmcv's pre-1.3 API: ``REG.register_module(cls)``, ``@REG.deprecated_register_module``."""
+        warnings.warn('The old API of register_module(module, force=False) is deprecated '
+                      'and will be removed, please use the new API '
+                      'register_module(name=None, force=False, module=None) instead.',
+                      DeprecationWarning, stacklevel=3)
+        if cls is None:
+            return lambda later: self.deprecated_register_module(later, force=force)
+        return super().register_module(force=force, module=_check_registrable(cls))
+
+
+def _check_registrable(obj: Any) -> Any:
+    if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+        raise TypeError(f'module must be a class or a function, but got {type(obj)}')
+    return obj
 
 
 def _caller_package(frame: Any) -> str:

@@ -11,7 +11,10 @@ The script (a codebase's own ``tools/train.py``, unmodified) runs as
 ``mmcv.parallel`` and ``mmcv.engine`` are mtrain's. ``--mmcv-runner`` keeps
 mmcv's own runner and only stands in for uncompiled ops (to compare the two).
 ``--list-mmcv-own`` prints, at exit, the names that still came from mmcv's own
-files (what mtrain does not provide yet).
+files (what mtrain does not provide yet). ``--list-ops`` prints, at exit, each
+``mmcv._ext`` op the run called and what served it (mtrain's implementation,
+or "not implemented"); calling an op mtrain lacks ends the run with that one
+line (:class:`mtrain.compat.ops.ext.MissingOpError`), without a traceback.
 """
 
 import argparse
@@ -22,6 +25,7 @@ import sys
 from typing import List, Optional
 
 from . import mmcv as route
+from .ops import ext
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -31,6 +35,8 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help="keep mmcv's own runner (only the ops placeholder)")
     parser.add_argument('--list-mmcv-own', action='store_true',
                         help="print, at exit, the names taken from mmcv's own files")
+    parser.add_argument('--list-ops', action='store_true',
+                        help='print, at exit, the mmcv._ext ops called and what served each')
     parser.add_argument('script', help='the Python script to run (e.g. tools/train.py)')
     parser.add_argument('args', nargs=argparse.REMAINDER, help="the script's arguments")
     args = parser.parse_args(argv)
@@ -39,9 +45,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     route.enable(route=not args.mmcv_runner)
     if args.list_mmcv_own:
         atexit.register(lambda: print('mmcv-own names used:', sorted(route.used_mmcv_own)))
+    if args.list_ops:
+        atexit.register(lambda: print('mmcv ops called:', *ext.report() or ['none'],
+                                      sep='\n  '))
     sys.argv = [args.script, *args.args]
     sys.path.insert(0, osp.dirname(osp.abspath(args.script)))
-    runpy.run_path(args.script, run_name='__main__')
+    try:
+        runpy.run_path(args.script, run_name='__main__')
+    except ext.MissingOpError as e:
+        sys.exit(f'error: {e}')  # the message says which op, who called it, what to do
 
 
 if __name__ == '__main__':

@@ -13,6 +13,7 @@ values shift by one.
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..defaults import mmengine_scheduler_end
 from .report import ConversionReport
 from .schedule_composed import composed_policy
 from .table import NO_COUNTERPART
@@ -196,6 +197,9 @@ def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
     stype = s.pop('type')
     key = f'param_scheduler: {stype}'
     by_epoch = s.pop('by_epoch', True)
+    loop_by_epoch, length = loop
+    if by_epoch and not loop_by_epoch:
+        _by_epoch_in_iteration_loop(s, length, report, key)
     if s.pop('convert_to_iter_based', False) and by_epoch:
         by_epoch = False
         if any(k in s for k in ('milestones', 'step_size', 'periods', 'total_steps')) or \
@@ -203,7 +207,6 @@ def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
             report.lossy(key, 'lr_config', 'convert_to_iter_based scales epochs by the '
                          'loader length, which the config does not state')
     begin, end = s.pop('begin', 0), s.pop('end', None)
-    loop_by_epoch, length = loop
     run_end = length if by_epoch == loop_by_epoch else None
     s.pop('verbose', None)
     base = stype[:-len(kind)] if stype.endswith(kind) else stype
@@ -230,6 +233,23 @@ def _main(s: dict, loop: Loop, report: ConversionReport, kind: str,
     if policy is not None:
         policy['by_epoch'] = by_epoch
     return policy
+
+
+def _by_epoch_in_iteration_loop(s: dict, length: int, report: ConversionReport,
+                                key: str) -> None:
+    """A by-epoch scheduler under ``IterBasedTrainLoop``, which ends no epoch: mmengine
+    never steps it, unless ``convert_to_iter_based``, and then by default (no ``end``) only
+    for the loop's ``max_epochs`` = 1 epoch, one loader length of iterations."""
+    if not s.get('convert_to_iter_based'):
+        report.lossy(key, 'lr_config', 'by epoch in an IterBasedTrainLoop, which ends no '
+                     "epoch: mmengine never steps it; mmcv's by-epoch policy under "
+                     "IterBasedRunner follows the loader's passes")
+    elif 'end' not in s:
+        epochs = mmengine_scheduler_end(True, None, length)
+        report.lossy(key, 'lr_config', f"no end: mmengine's Runner ends a by-epoch scheduler "
+                     f'at max_epochs, {epochs} in an IterBasedTrainLoop, which '
+                     'convert_to_iter_based turns into one loader length of iterations (not '
+                     'stated in the config); mmcv policies act until the end')
 
 
 def _ends_at_run_end(end, run_end, report, key, offset=0) -> None:

@@ -14,7 +14,8 @@ KEY_MAP: List[Tuple[str, str, str]] = [
     ('data.samples_per_gpu, data.workers_per_gpu', 'train_dataloader.batch_size, .num_workers',
      'also `val_dataloader`/`test_dataloader`; `data.<split>_dataloader` overrides them'),
     ('data.train / data.val / data.test', '{train,val,test}_dataloader.dataset',
-     '`sampler=dict(type=\'DefaultSampler\', shuffle=...)` says whether to shuffle'),
+     '`sampler=dict(type=\'DefaultSampler\', shuffle=...)` says whether to shuffle; the '
+     "train sampler's `seed` is the run's `seed` (lossy when `randomness.seed` differs)"),
     ('optimizer (+ paramwise_cfg, constructor)',
      'optim_wrapper.optimizer, .paramwise_cfg, .constructor',
      '`DefaultOptimizerConstructor` is `DefaultOptimWrapperConstructor`'),

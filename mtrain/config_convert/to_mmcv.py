@@ -8,7 +8,7 @@ classes (so every chain, ``begin``/``end`` and ``convert_to_iter_based`` works).
 """
 
 import copy
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..defaults import (MMENGINE_CHECKPOINT, MMENGINE_DEFAULT_HOOKS, MMENGINE_LOG_INTERVAL,
                         MMENGINE_LOOP_OF_BY_EPOCH, MMENGINE_LOOPS, RUNNER_LOOP)
@@ -17,6 +17,7 @@ from . import schedule_to_mmcv as sched
 from .ddp_keys import ddp_to_mmcv
 from .ema import ema_to_mmcv
 from .evaluation import evaluator_to_metric, save_best_key
+from .loaders_to_mmcv import loaders_to_mmcv
 from .paramwise import mmengine_differs, uniform_base_lr
 from .report import ConversionReport
 from .scale_lr import carry_auto_scale_lr
@@ -44,14 +45,16 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
         if key in src:
             out[key] = src.pop(key)
             report.exact(key, key)
+    _drop_scopes(src, report)
     carry_auto_scale_lr(src, out, report)
     loop = _loop(src, out, report)
-    _data(src, out, report)
+    loaders_to_mmcv(src, out, report)
     _optim(src, out, report, keep_schedulers)
-    _schedules(src, out, loop, report, keep_schedulers)
+    scheduler_hooks = _schedules(src, out, loop, report, keep_schedulers)
     _evaluation(src, out, loop, report, keep_schedulers)
-    _custom_hooks(src, out, report)
-    _hooks(src, out, loop, report)
+    user_hooks = _custom_hooks(src, report)
+    default_hooks = _hooks(src, out, loop, report)
+    _assemble_hooks(out, scheduler_hooks, default_hooks, user_hooks)
     ddp_to_mmcv(src, out, report)
     _environment(src, out, report)
     for key in _DROPPED:
@@ -61,6 +64,18 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
     for key in list(src):
         out[key] = src.pop(key)
     return out, report
+
+
+def _drop_scopes(src: Dict[str, Any], report: ConversionReport) -> None:
+    """``_scope_`` on the runtime sections (set by a ``'package::...'`` ``_base_``): mmengine
+    builds their loop and wrapper in that package's registries; mtrain's runner has its own.
+    Where a registry builds the value (``model``, datasets, schedulers) it stays."""
+    for key in ('train_cfg', 'optim_wrapper', 'default_hooks', 'env_cfg', 'log_processor',
+                'visualizer', 'randomness', 'val_cfg', 'test_cfg'):
+        if isinstance(src.get(key), dict) and '_scope_' in src[key]:
+            src[key] = {k: v for k, v in src[key].items() if k != '_scope_'}
+            report.note(f'{key}._scope_', '(dropped)', "the registry scope of a package's "
+                        "_base_; mtrain's runner sections take no scope")
 
 
 def _loop(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> sched.Loop:
@@ -86,39 +101,6 @@ def _loop(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) ->
     for key in train:
         report.lossy(f'train_cfg.{key}', '(dropped)', 'mtrain runners have no such option')
     return loop_defaults['by_epoch'], out['runner'][length_key]
-
-
-def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
-    data: Dict[str, Any] = {}
-    for split in ('train', 'val', 'test'):
-        loader = src.pop(f'{split}_dataloader', None)
-        if loader is None:
-            continue
-        loader = dict(loader)
-        args = dict(samples_per_gpu=loader.pop('batch_size', 1),
-                    workers_per_gpu=loader.pop('num_workers', 0))
-        for key in ('persistent_workers', 'pin_memory', 'prefetch_factor', 'drop_last'):
-            if key in loader:
-                args[key] = loader.pop(key)
-        sampler = dict(loader.pop('sampler', None) or {})
-        if sampler.get('shuffle', split == 'train') != (split == 'train'):
-            args['shuffle'] = sampler.get('shuffle')
-        if sampler.get('type', 'DefaultSampler') not in ('DefaultSampler', 'InfiniteSampler'):
-            report.lossy(f'{split}_dataloader.sampler', '(dropped)', 'mtrain samples with its '
-                         'own distributed sampler (DefaultSampler semantics)')
-        data[split] = loader.pop('dataset')
-        if split == 'train':
-            data.update(args)
-        else:
-            extra = {k: v for k, v in args.items() if data.get(k) != v}
-            if extra:
-                data[f'{split}_dataloader'] = extra
-        for key in loader:
-            report.lossy(f'{split}_dataloader.{key}', '(dropped)', 'mtrain builds its '
-                         'loaders with its own collate and sampler')
-        report.exact(f'{split}_dataloader', f'data.{split}')
-    if data:
-        out['data'] = data
 
 
 def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport,
@@ -150,6 +132,8 @@ def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport,
                          'gradients by norm only; clipping by value is left out')
         else:
             hook['grad_clip'] = clip
+            if keep_rules:  # (training: mmengine clips its optimizer's parameters, see OptimizerHook)
+                hook['clip_params'] = 'optimizer'
             report.exact('optim_wrapper.clip_grad', 'optimizer_config.grad_clip')
     out['optimizer_config'] = hook
     if kind == 'AmpOptimWrapper':
@@ -187,16 +171,32 @@ def _constructor(optimizer: Dict[str, Any], report: ConversionReport, keep_rules
                     'keeps them exactly (mmcv 1.7.2 itself has no such constructor)')
 
 
+def _assemble_hooks(out: Dict[str, Any], scheduler_hooks: List[dict],
+                    default_hooks: List[dict], user_hooks: Optional[List[dict]]) -> None:
+    """The one place that writes ``custom_hooks``, after every section has been read.
+
+    mmengine registers its default hooks before the custom ones, so at equal
+    priority they come first here too. ``user_hooks`` None: the config had no
+    ``custom_hooks`` key (then none is written unless a section needs one).
+    """
+    hooks = scheduler_hooks + default_hooks + list(user_hooks or [])
+    if hooks or user_hooks is not None:
+        out['custom_hooks'] = hooks
+    assert all(h in out.get('custom_hooks', []) for h in scheduler_hooks), \
+        '[to_mmcv] the ParamSchedulerHook was lost while assembling custom_hooks'
+
+
 def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
-               report: ConversionReport, keep: bool) -> None:
+               report: ConversionReport, keep: bool) -> List[dict]:
+    """``lr_config``/``momentum_config`` into ``out``; returns the hooks it needs (with
+    ``keep``: the ParamSchedulerHook that runs mmengine's schedulers)."""
     schedulers = sched.per_parameter_lists(src.pop('param_scheduler', None), out, report)
     if keep:
-        if schedulers:
-            hook = dict(type='ParamSchedulerHook', param_scheduler=copy.deepcopy(schedulers))
-            out.setdefault('custom_hooks', []).append(hook)
-            report.exact('param_scheduler', "custom_hooks: ParamSchedulerHook (mmengine's "
-                         'scheduler classes)')
-        return
+        if not schedulers:
+            return []
+        report.exact('param_scheduler', "custom_hooks: ParamSchedulerHook (mmengine's "
+                     'scheduler classes)')
+        return [dict(type='ParamSchedulerHook', param_scheduler=copy.deepcopy(schedulers))]
     lr, momentum = sched.split_schedulers(schedulers)
     lr_config = sched.lr_config(lr, loop, report, uniform_base_lr(out.get('optimizer')))
     momentum_config = sched.momentum_config(momentum, loop, report, out.get('optimizer'))
@@ -204,6 +204,7 @@ def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
         out['lr_config'] = lr_config
     if momentum_config is not None:
         out['momentum_config'] = momentum_config
+    return []
 
 
 def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
@@ -223,22 +224,25 @@ def _evaluation(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     out['evaluation'] = evaluation
 
 
-def _custom_hooks(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:
-    """Passed through, but for mmengine's ``EMAHook``, whose arguments are not mmcv's."""
+def _custom_hooks(src: Dict[str, Any], report: ConversionReport) -> Optional[List[dict]]:
+    """Passed through, but for mmengine's ``EMAHook``, whose arguments are not mmcv's
+    (None: the config has no ``custom_hooks``)."""
     if 'custom_hooks' not in src:
-        return
+        return None
     hooks = []
     for i, hook in enumerate(src.pop('custom_hooks') or []):
         if hook.get('type') == 'EMAHook':
             hook = ema_to_mmcv(hook, f'custom_hooks.{i}', report)
         if hook is not None:
             hooks.append(hook)
-    out['custom_hooks'] = hooks
     report.exact('custom_hooks', 'custom_hooks')
+    return hooks
 
 
 def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
-           report: ConversionReport) -> None:
+           report: ConversionReport) -> List[dict]:
+    """``default_hooks`` → ``checkpoint_config``/``log_config``; returns the other default
+    hooks, which mtrain registers as custom hooks."""
     hooks = {**MMENGINE_DEFAULT_HOOKS, **dict(src.pop('default_hooks', None) or {})}
     for name in ('timer', 'param_scheduler', 'sampler_seed', 'runtime_info'):
         hooks.pop(name, None)
@@ -256,6 +260,7 @@ def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
     for key in processor:
         report.note(f'log_processor.{key}', '(dropped)', 'mtrain averages over the log '
                     'interval')
+    extra = []
     for name, hook in hooks.items():
         if hook is None:
             continue
@@ -263,8 +268,9 @@ def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
             report.lossy('default_hooks.visualization', '(dropped)', 'mtrain has no '
                          'prediction visualisation hook')
             continue
-        out.setdefault('custom_hooks', []).append(dict(hook))
+        extra.append(dict(hook))
         report.note(f'default_hooks.{name}', 'custom_hooks', 'registered as a custom hook')
+    return extra
 
 
 #: mmengine ``CheckpointHook`` arguments mtrain's has no counterpart for, and why.

@@ -140,6 +140,11 @@ def _data(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) ->
         out[f'{split}_dataloader'] = _loader(data, overrides[split], dataset, split == 'train',
                                              report, f'data.{split}_dataloader')
         report.exact(f'data.{split}', f'{split}_dataloader')
+    sampler = out.get('train_dataloader', {}).get('sampler', {})
+    if sampler.get('shuffle') and src.get('seed') is not None:
+        sampler['seed'] = src['seed']  # else mmengine's DefaultSampler draws a seed of its own
+        report.note('seed', 'train_dataloader.sampler.seed', "mtrain's train sampler is seeded "
+                    "by the run's seed, mmengine's DefaultSampler by its own seed argument")
 
 
 def _optim(src: Dict[str, Any], out: Dict[str, Any], report: ConversionReport) -> None:

@@ -8,7 +8,8 @@ The per-sample results are gathered in dataset order and the dataset scores
 them with ``dataset.evaluate(results, logger=..., **eval_kwargs)``.
 
 Which contract a model follows is decided by one rule, :func:`uses_mmcv_contract`:
-a ``forward`` with a ``return_loss`` parameter is an mmcv 1.x model; any other
+a ``forward`` with a ``return_loss`` parameter (or ``**kwargs`` on a model with
+``train_step``) is an mmcv 1.x model; any other
 model follows mtrain's contract (its eval output is one tensor of predictions
 per batch, concatenated; see :class:`mtrain.hooks.EvalHook`).
 """
@@ -35,9 +36,15 @@ def uses_mmcv_contract(model: nn.Module) -> bool:
 
     The rule: its ``forward`` has a ``return_loss`` parameter, as every
     mmdet 2.x / mmseg 0.x / mmcls 0.x model's ``BaseDetector.forward(img,
-    img_metas, return_loss=True, **kwargs)`` and the like do.
+    img_metas, return_loss=True, **kwargs)`` and the like do; or the model
+    has mmcv's ``train_step`` and its ``forward`` takes ``**kwargs``, through
+    which 1.x models read ``return_loss`` (mmcv always calls
+    ``model(return_loss=False, **data)`` in test mode).
     """
-    return 'return_loss' in inspect.signature(unwrap(model).forward).parameters
+    module = unwrap(model)
+    params = inspect.signature(module.forward).parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return 'return_loss' in params or (takes_any and callable(getattr(module, 'train_step', None)))
 
 
 def eval_forward_kwargs(model: nn.Module) -> Dict[str, Any]:

@@ -7,7 +7,7 @@ import os.path as osp
 from typing import List, Optional
 
 from ..registry import HOOKS
-from ..utils.errors import ConfigTypeError
+from ..utils.errors import ConfigTypeError, refuse_url
 from .hook import Hook, periodic_stages
 
 
@@ -67,6 +67,7 @@ class CheckpointHook(Hook):
         if not isinstance(interval, int) or interval == 0 or interval < -1:
             raise ValueError(f'checkpoint interval must be a positive integer or -1 (only the '
                              f'last), got {interval!r}')
+        refuse_url(out_dir, 'CheckpointHook out_dir', key='checkpoint_config.out_dir')
         self.interval = interval
         self.by_epoch = by_epoch
         self.save_optimizer = save_optimizer

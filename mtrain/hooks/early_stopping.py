@@ -2,7 +2,9 @@
 
 from typing import Any, Dict, Optional
 
+from ..defaults import metric_rule
 from ..registry import HOOKS
+from ..utils.errors import ConfigError
 from .hook import Hook
 
 
@@ -20,7 +22,8 @@ class EarlyStoppingHook(Hook):
     Args:
         monitor: metric name, e.g. ``'accuracy'``.
         patience: evaluations without improvement before stopping.
-        rule: ``'greater'`` or ``'less'`` (default: less for names with ``loss``).
+        rule: ``'greater'`` or ``'less'`` (default: inferred from the name as the
+            evaluation's ``save_best``, :func:`mtrain.defaults.metric_rule`).
         min_delta: the smallest change that counts as an improvement.
     """
 
@@ -36,7 +39,10 @@ class EarlyStoppingHook(Hook):
             raise ValueError(f'min_delta must be >= 0, got {min_delta}')
         self.monitor = monitor
         self.patience = patience
-        self.rule = rule or ('less' if 'loss' in monitor else 'greater')
+        self.rule = metric_rule(monitor, rule)
+        if self.rule is None:
+            raise ConfigError(f"cannot tell whether a greater or a smaller '{monitor}' is better; "
+                              "set rule='greater' or 'less'", key='custom_hooks')
         self.min_delta = min_delta
         self.best: Optional[float] = None
         self.wait = 0

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from ..registry import HOOKS
-from ..step.torch_protocol import foreach_lerp_
+from ..step.torch_protocol import foreach_ema_update_
 from ..utils.modules import strip_wrapper_prefix
 from .hook import Hook
 
@@ -112,8 +112,8 @@ class EMAHook(Hook):
         m = self.momentum if self.warm_up + t == 0 else min(
             self.momentum, (1 + t) / (self.warm_up + t))
         params = self._follow(self._params())
-        # ema += m * (param - ema) for all tensors in one fused kernel per device/dtype
-        foreach_lerp_(list(self.ema.values()), [params[n].detach() for n in self.ema], m)
+        # mmcv's ema.mul_(1 - m).add_(param, alpha=m), bitwise; two kernels per device/dtype
+        foreach_ema_update_(list(self.ema.values()), [params[n].detach() for n in self.ema], m)
 
     def _follow(self, params: Dict[str, nn.Parameter]) -> Dict[str, nn.Parameter]:
         """Start an average for a parameter new to the model, drop a removed one's."""

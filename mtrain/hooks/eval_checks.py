@@ -22,8 +22,19 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from torch.utils.data import DataLoader
+
 from ..utils import ConfigError
-from ..utils.errors import closest_names
+from ..utils.errors import ConfigTypeError, closest_names
+
+
+def check_loader(dataloader: Any, hook_cls: type) -> None:
+    """One ``DataLoader``, else a ``TypeError`` (mmcv 1.7.2 checks it first), a list included."""
+    if not isinstance(dataloader, DataLoader):
+        hint = (' (a list: pass the one val loader itself, e.g. data_loaders[0])'
+                if isinstance(dataloader, (list, tuple)) else '')
+        raise ConfigTypeError(f'{hook_cls.__name__} evaluates one DataLoader, but got a '
+                              f'{type(dataloader).__name__}{hint}.', key='evaluation')
 
 
 def check_eval_config(dataloader: Any, eval_kwargs: Dict[str, Any], save_best: Optional[str],

@@ -25,7 +25,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ..evaluation.inference import gather, multi_gpu_test, single_gpu_test, uses_mmcv_contract
 from ..registry import HOOKS
 from ..utils import ConfigError, broadcast_object
-from .eval_checks import check_eval_config, check_eval_results, evaluate_kwargs
+from .eval_checks import check_eval_config, check_eval_results, check_loader, evaluate_kwargs
 from .hook import Hook
 from .logger import LoggerHook
 
@@ -112,6 +112,7 @@ class EvalHook(Hook):
                  less_keys: Optional[Sequence[str]] = None, out_dir: Optional[str] = None,
                  file_client_args: Optional[dict] = None, mmengine_rule: bool = False,
                  **eval_kwargs) -> None:
+        check_loader(dataloader, type(self))
         if not isinstance(interval, int) or interval <= 0:
             raise ValueError(f'evaluation interval must be a positive integer, got {interval!r}')
         if start is not None and (not isinstance(start, int) or start < 0):

@@ -16,12 +16,15 @@ runs; the skips are read back at the next log line (and at the end of the
 run), which logs one warning for them and takes them off ``num_updates``.
 """
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterable, Optional
 
+import torch
 from torch import nn
 
 from ..registry import HOOKS
-from ..step import STEPPED, OptimStep, UpdateResult, check_autocast_support
+from ..step import (STEPPED, AccumulationWindow, OptimStep, UpdateResult,
+                    check_autocast_support, check_grad_clip)
+from ..step.update import clip_by_norm, params_in_model_order
 from ..utils.modules import wrap_fp16_model
 from .hook import Hook
 
@@ -43,24 +46,75 @@ class OptimizerHook(Hook):
             logged as ``grad_norm`` (on the device until the log interval).
         detect_anomalous_params: log every parameter that took no part in
             producing the loss (slow: walks the autograd graph; debug only).
+        clip_params: whose gradients ``grad_clip`` clips, summed in which order
+            (the order moves the norm's last bits). ``'model'`` (mmcv 1.7.2):
+            :meth:`clip_grads` of ``runner.model.parameters()``, every
+            trainable parameter holding a gradient, in the model's order,
+            whether the optimizer holds it or not. ``'optimizer'`` (mmengine
+            0.10, set for mmengine-schema configs): the optimizer's
+            parameters in the model's order (mmengine's one group per
+            parameter), however mtrain merged the groups. Default: ``'model'``.
+
+    Subclassing as in mmcv 1.x: a subclass may skip ``OptimizerHook.__init__``
+    and set ``self.grad_clip`` (and the other arguments) itself; the step
+    object is made at first use. It may override :meth:`clip_grads`. It may
+    override ``after_train_iter`` and back-propagate and call
+    ``runner.optimizer.step()`` itself: every ``optimizer.step()`` is then
+    counted in ``runner.num_updates`` (a step hook on the optimizer, from
+    ``before_run`` to ``after_run``), so hooks that follow updates (EMA,
+    update-counted schedules) see its steps.
     """
 
     priority = 'ABOVE_NORMAL'
     _settles_at_log_lines = False
+    _optim_step: Optional[OptimStep] = None  # made at first use for a subclass without __init__
+    _counts_own_steps = False  # after_train_iter overridden: optimizer.step() is counted
+    _step_counter = None  # the optimizer step hook that counts them
+    #: See the class docstring; an instance attribute once set.
+    clip_params = 'model'
 
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None,
-                 detect_anomalous_params: bool = False) -> None:
-        self.optim_step = OptimStep(grad_clip=grad_clip,
-                                    detect_anomalous_params=detect_anomalous_params)
+                 detect_anomalous_params: bool = False, clip_params: str = 'model') -> None:
+        self._optim_step = OptimStep(grad_clip=grad_clip,
+                                     detect_anomalous_params=detect_anomalous_params)
+        self.clip_params = _checked_clip_params(clip_params)
 
-    # What mmcv 1.x code and older mtrain code read off the hook.
+    @property
+    def optim_step(self) -> OptimStep:
+        """The step this hook configures and drives (also ``runner.optim_step``)."""
+        step = self._optim_step
+        if step is None:  # a 1.x subclass that set its attributes without __init__
+            step = self._optim_step = self._default_step()
+        return step
+
+    def _default_step(self) -> OptimStep:
+        """The step of a hook whose ``__init__`` never ran: the class's defaults."""
+        return OptimStep()
+
+    # What mmcv 1.x code reads off the hook and sets on it (a subclass's __init__ does).
     @property
     def grad_clip(self) -> Optional[Dict[str, Any]]:
         return self.optim_step.grad_clip
 
+    @grad_clip.setter
+    def grad_clip(self, value: Optional[Dict[str, Any]]) -> None:
+        self.optim_step.grad_clip = check_grad_clip(value)
+
+    @property
+    def detect_anomalous_params(self) -> bool:
+        return self.optim_step.detect_anomalous_params
+
+    @detect_anomalous_params.setter
+    def detect_anomalous_params(self, value: bool) -> None:
+        self.optim_step.detect_anomalous_params = bool(value)
+
     @property
     def cumulative_iters(self) -> int:
         return self.optim_step.cumulative_iters
+
+    @cumulative_iters.setter
+    def cumulative_iters(self, value: int) -> None:
+        self.optim_step.window = AccumulationWindow(value)
 
     @property
     def scaler(self):
@@ -69,6 +123,20 @@ class OptimizerHook(Hook):
     @property
     def skipped_steps(self) -> int:
         return self.optim_step.skipped_overflow + self.optim_step.skipped_nonfinite
+
+    def clip_grads(self, params: Iterable[nn.Parameter]) -> Optional[torch.Tensor]:
+        """mmcv 1.x's override point: clip ``params`` with ``grad_clip``; the norm before.
+
+        Only the trainable parameters holding a gradient count; None if none does.
+        """
+        return clip_by_norm(params, self.grad_clip)
+
+    def _clip(self, runner) -> Optional[torch.Tensor]:
+        """The step's ``clip``: :meth:`clip_grads` over the parameters ``clip_params`` names."""
+        if self.clip_params == 'optimizer':
+            return self.clip_grads(params_in_model_order(runner.optimizer,
+                                                         runner.model_wrapper.module))
+        return self.clip_grads(runner.model.parameters())
 
     def will_step(self, runner) -> bool:
         """Whether this iteration ends with an optimizer update (else: no grad sync)."""
@@ -88,9 +156,11 @@ class OptimizerHook(Hook):
                                 f'attribute (a BatchProcessor subclass); '
                                 f'{type(runner.batch_processor).__name__} has none')
             runner.batch_processor.autocast_dtype = step.amp_dtype
-            wrap_fp16_model(runner.model)  # mmcv's: @auto_fp16/@force_fp32 methods switch on
+            # mmcv's: @auto_fp16/@force_fp32 methods switch on, told the run's half dtype
+            wrap_fp16_model(runner.model, step.amp_dtype)
         step.setup(runner.optimizer, runner.device, runner.model_wrapper.module, runner.logger,
-                   run_end=lambda: run_end(runner))
+                   run_end=lambda: run_end(runner), clip=lambda: self._clip(runner))
+        self._count_own_steps(runner)
         if step.cumulative_iters > 1:
             self._warn_about_accumulation(runner)
         if not self._settles_at_log_lines:  # (the buffer polls it at every log line)
@@ -100,6 +170,20 @@ class OptimizerHook(Hook):
     def after_run(self, runner) -> None:
         self._settle_device_skips(runner)
         self.optim_step.teardown()
+        if self._step_counter is not None:
+            self._step_counter.remove()
+            self._step_counter = None
+
+    def _count_own_steps(self, runner) -> None:
+        """Count ``optimizer.step()`` calls in ``num_updates`` if a subclass steps itself."""
+        self._counts_own_steps = type(self).after_train_iter is not OptimizerHook.after_train_iter
+        if not self._counts_own_steps or self._step_counter is not None:
+            return
+
+        def count(optimizer, args, kwargs) -> None:
+            runner.num_updates += 1
+
+        self._step_counter = runner.optimizer.register_step_post_hook(count)
 
     def after_train_iter(self, runner) -> None:
         step, it, hooked = self.optim_step, runner.iter, runner.hooked_stages
@@ -118,7 +202,8 @@ class OptimizerHook(Hook):
                 runner.call_hook('before_optimizer_step')
             result = step.update()
             if result is STEPPED and not step.can_skip:
-                runner.num_updates += 1  # the common case: nothing to log
+                if not self._counts_own_steps:  # (else the optimizer's step hook counted it)
+                    runner.num_updates += 1  # the common case: nothing to log
             else:
                 self.record(runner, result)
 
@@ -132,7 +217,8 @@ class OptimizerHook(Hook):
         """
         step = self.optim_step
         if result.stepped:
-            runner.num_updates += 1  # (if deferred, maybe skipped: see _settle_device_skips)
+            if not self._counts_own_steps:  # (else the optimizer's step hook counted it)
+                runner.num_updates += 1  # (if deferred, maybe skipped: see _settle_device_skips)
             if result.grad_norm is not None:
                 weight = runner.outputs.get('num_samples', 1)
                 if step.can_skip:
@@ -188,9 +274,13 @@ class OptimizerHook(Hook):
                 f'resuming at iteration {runner.iter}, which is not a multiple of '
                 f'cumulative_iters={self.cumulative_iters}, from a checkpoint without the '
                 'window\'s gradients: the first window is shorter')
-        if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in runner.model.modules()):
+        if self.has_batch_norm(runner.model):
             runner.logger.warning('gradient accumulation with BatchNorm: the statistics '
                                   'still come from each small batch')
+
+    def has_batch_norm(self, module: nn.Module) -> bool:
+        """Whether ``module`` or a submodule is a BatchNorm (mmcv 1.x's method, kept for callers)."""
+        return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules())
 
     # -- state ---------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
@@ -240,6 +330,16 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
     """
 
     def __init__(self, cumulative_iters: int = 1, grad_clip: Optional[Dict[str, Any]] = None,
-                 detect_anomalous_params: bool = False) -> None:
-        self.optim_step = OptimStep(grad_clip=grad_clip, cumulative_iters=cumulative_iters,
-                                    detect_anomalous_params=detect_anomalous_params)
+                 detect_anomalous_params: bool = False, clip_params: str = 'model') -> None:
+        super().__init__(grad_clip, detect_anomalous_params, clip_params)
+        self.cumulative_iters = cumulative_iters
+
+
+CLIP_PARAMS = ('model', 'optimizer')
+
+
+def _checked_clip_params(value: str) -> str:
+    if value not in CLIP_PARAMS:
+        raise ValueError(f"clip_params must be 'model' (mmcv 1.x: the model's parameters) or "
+                         f"'optimizer' (mmengine: the optimizer's), got {value!r}")
+    return value

@@ -12,7 +12,8 @@ registers this hook for a config's ``param_scheduler``::
         dict(type='MultiStepLR', milestones=[8, 11], gamma=0.1, by_epoch=True, end=12),
     ]
 
-A missing ``end`` is the run's length, and ``convert_to_iter_based=True``
+A missing ``end`` is mmengine's default (:func:`mtrain.defaults.mmengine_scheduler_end`:
+the run's length, one epoch in an iteration loop), and ``convert_to_iter_based=True``
 uses the train loader's length, both as in mmengine's ``Runner``.
 """
 
@@ -22,6 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from mmengine.optim import scheduler as _mmengine_schedulers  # noqa: F401 (registers them)
 from mmengine.registry import PARAM_SCHEDULERS
 
+from ..defaults import mmengine_scheduler_end
 from ..registry import HOOKS
 from ..utils.errors import ConfigError, did_you_mean
 from .hook import Hook
@@ -79,11 +81,8 @@ class ParamSchedulerHook(Hook):
         schedulers = []
         for i, cfg in enumerate(self.configs):
             cfg = copy.deepcopy(cfg)
-            by_epoch = cfg.get('by_epoch', True)
-            max_len = runner.max_epochs if by_epoch else runner.max_iters
-            if max_len is None:  # IterBasedRunner has no epochs: mmengine uses max_iters too
-                max_len = runner.max_iters
-            cfg.setdefault('end', max_len)
+            cfg.setdefault('end', mmengine_scheduler_end(  # an explicit None stays: no end
+                cfg.get('by_epoch', True), runner.max_epochs, runner.max_iters))
             try:
                 schedulers.append(PARAM_SCHEDULERS.build(cfg, default_args=dict(
                     optimizer=runner.optimizer, epoch_length=epoch_length)))

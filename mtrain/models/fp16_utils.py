@@ -24,8 +24,8 @@ attribute). Then, as under mmcv 1.7.2 with torch >= 1.6:
   the method runs with autocast off; ``out_fp16=True`` casts fp32 outputs to
   the half dtype.
 
-Where it differs from mmcv (docs/migration.md): the half dtype is the one of
-the autocast already active on the module's device (``fp16 =
+Where it differs from mmcv (docs/migration.md): the half dtype is the run's
+``fp16.dtype``, which the fp16 hook passes to ``wrap_fp16_model`` (``fp16 =
 dict(dtype='bfloat16')`` gives bf16), else float16; the autocast is that of
 the module's device (mmcv's is always CUDA's), so a CPU run is mixed
 precision too; ``force_fp32`` also casts bf16 inputs.
@@ -65,11 +65,14 @@ def cast_tensor_type(inputs: Any, src_type: Any, dst_type: torch.dtype) -> Any:
 
 
 def _autocast_state(module: nn.Module) -> Tuple[str, torch.dtype]:
-    """The module's device type and the half dtype to use there (the active autocast's)."""
-    device_type = module_device(module).type
-    if torch.is_autocast_enabled(device_type):
-        return device_type, torch.get_autocast_dtype(device_type)
-    return device_type, torch.float16
+    """The module's device type and its half dtype, as :func:`wrap_fp16_model` told it.
+
+    Told, not inferred from whatever autocast is active: a bf16 run's
+    decorated method runs in bf16 in training and in a later
+    ``single_gpu_test`` alike. A module switched on by hand
+    (``fp16_enabled = True``) uses float16, as mmcv.
+    """
+    return module_device(module).type, getattr(module, 'fp16_dtype', torch.float16)
 
 
 def _cast_arguments(func: Callable, apply_to: Optional[Iterable], args: tuple, kwargs: dict,

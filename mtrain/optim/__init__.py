@@ -16,7 +16,8 @@ from .builder import build_optimizer, build_optimizer_constructor, build_optimiz
 from .constructor import (DefaultOptimizerConstructor, DefaultOptimWrapperConstructor,
                           explain_param_groups, get_param_groups, plan_param_groups,
                           summarize_optimizer, unwrap_model)
-from .merged_groups import merge_param_groups, per_parameter_state_to_merged
+from .merged_groups import (keep_groups_per_parameter, merge_param_groups,
+                            per_parameter_state_to_merged)
 from .param_groups import ParamGroupPlan, validate_paramwise_cfg
 
 
@@ -38,6 +39,6 @@ TORCH_OPTIMIZERS = _register_torch_optimizers()
 __all__ = [
     'DefaultOptimizerConstructor', 'DefaultOptimWrapperConstructor', 'ParamGroupPlan', 'TORCH_OPTIMIZERS', 'build_optimizer',
     'build_optimizer_constructor', 'build_optimizers', 'explain_param_groups',
-    'get_param_groups', 'merge_param_groups', 'per_parameter_state_to_merged',
+    'get_param_groups', 'keep_groups_per_parameter', 'merge_param_groups', 'per_parameter_state_to_merged',
     'plan_param_groups', 'summarize_optimizer', 'unwrap_model', 'validate_paramwise_cfg'
 ]

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from ..registry import OPTIMIZER_CONSTRUCTORS, OPTIMIZERS, build
-from ..utils.errors import ConfigError
+from ..utils.errors import ConfigError, ConfigTypeError
 from .merged_groups import merge_param_groups, per_parameter_state_to_merged
 from . import param_groups as rules
 from .param_groups import (CFG_KEY, ENGINE_PARAMWISE_KEYS, PARAMWISE_KEYS, ParamContext,
@@ -63,7 +63,8 @@ class DefaultOptimizerConstructor:
         paramwise_cfg: per-parameter options (``docs/optimizer.md``). Default: None.
 
     Raises:
-        ConfigError: a malformed ``optimizer_cfg`` or ``paramwise_cfg`` (when built).
+        ConfigError: a malformed ``optimizer_cfg`` or ``paramwise_cfg`` (when built);
+            an ``optimizer_cfg`` that is not a dict is also a ``TypeError``, as in mmcv.
     """
 
     #: The ``paramwise_cfg`` keys this class reads (a subclass that does not
@@ -77,9 +78,9 @@ class DefaultOptimizerConstructor:
     def __init__(self, optimizer_cfg: Dict[str, Any],
                  paramwise_cfg: Optional[Dict[str, Any]] = None) -> None:
         if not isinstance(optimizer_cfg, dict):
-            raise ConfigError('the optimizer config must be a dict such as '
-                              f"dict(type='SGD', lr=0.01), got {optimizer_cfg!r}.",
-                              key='optimizer')
+            raise ConfigTypeError('the optimizer config must be a dict such as '
+                                  f"dict(type='SGD', lr=0.01), got {optimizer_cfg!r}.",
+                                  key='optimizer')
         self.optimizer_cfg = optimizer_cfg
         self.paramwise_cfg = {} if paramwise_cfg is None else paramwise_cfg
         self.base_lr = optimizer_cfg.get('lr', None)

@@ -29,6 +29,34 @@ import torch
 
 Group = Dict[str, Any]
 
+#: Schedule arguments that take one value per param group (mmcv 1.7.2's ``format_param``):
+#: a list of them is written for mmcv's layout, one group per parameter. Other lists
+#: (a step policy's ``step=[8, 11]``, CosineRestart's ``periods``) are not per group.
+PER_GROUP_SCHEDULE_KEYS = {'lr_config': ('max_lr', ),
+                           'momentum_config': ('base_momentum', 'max_momentum')}
+
+
+def keep_groups_per_parameter(optimizer: Any, schedules: Dict[str, Any]
+                              ) -> Tuple[Any, Optional[str]]:
+    """Whether to merge param groups: the one decision, and the reason to log.
+
+    Returns ``optimizer`` with ``paramwise_cfg.merge_groups=False`` when one of
+    ``schedules`` (``{'lr_config': ..., 'momentum_config': ...}``) lists
+    :data:`PER_GROUP_SCHEDULE_KEYS` values and ``paramwise_cfg`` does not say,
+    with the sentence that says why; else ``(optimizer, None)`` unchanged.
+    """
+    paramwise = optimizer.get('paramwise_cfg') if isinstance(optimizer, dict) else None
+    if not isinstance(paramwise, dict) or 'merge_groups' in paramwise:
+        return optimizer, None
+    listed = [f'{section}.{key}' for section, keys in PER_GROUP_SCHEDULE_KEYS.items()
+              for key in keys if isinstance((schedules.get(section) or {}).get(key),
+                                            (list, tuple))]
+    if not listed:
+        return optimizer, None
+    reason = (f'{", ".join(listed)} give one value per param group: param groups are kept one '
+              'per parameter, as mmcv 1.x builds them (paramwise_cfg.merge_groups=False)')
+    return dict(optimizer, paramwise_cfg=dict(paramwise, merge_groups=False)), reason
+
 
 def _setting(group: Group) -> Tuple:
     """What makes two groups mergeable: every key but ``params``, and its value.

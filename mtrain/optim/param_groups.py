@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.instancenorm import _InstanceNorm
 
-from ..utils.errors import ConfigError, did_you_mean
+from ..utils.errors import ConfigError, ConfigTypeError, did_you_mean
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def validate_paramwise_cfg(paramwise_cfg: Optional[Dict[str, Any]], base_lr: Any
     if paramwise_cfg is None:
         return {}
     if not isinstance(paramwise_cfg, dict):
-        raise ConfigError(f'paramwise_cfg must be a dict or None, got '
+        raise ConfigTypeError(f'paramwise_cfg must be a dict or None, got '
                           f'{type(paramwise_cfg).__name__}: {paramwise_cfg!r}.', key=CFG_KEY)
     for name, value in paramwise_cfg.items():
         if known is not None and name not in known:

@@ -80,12 +80,18 @@ class ModelWrapper(nn.Module):
 def is_module_wrapper(module: nn.Module) -> bool:
     """Whether ``module`` wraps the user's model in ``.module`` (as mmcv's ``is_module_wrapper``).
 
-    True for every class in the ``MODEL_WRAPPERS`` registry (register your own
-    there) and for torch's ``DataParallel`` / ``DistributedDataParallel``.
+    True for every class in the ``MODEL_WRAPPERS`` registry or any of its
+    child registries (a 1.x codebase's ``Registry('model wrapper',
+    parent=MODULE_WRAPPERS)``), as mmcv 1.7.2, and for torch's
+    ``DataParallel`` / ``DistributedDataParallel``.
     """
-    wrappers = tuple(MODEL_WRAPPERS.module_dict.values()) + (DataParallel,
-                                                            DistributedDataParallel)
-    return isinstance(module, wrappers)
+    return isinstance(module, (DataParallel, DistributedDataParallel)) or _in_registry(
+        module, MODEL_WRAPPERS)
+
+
+def _in_registry(module: nn.Module, registry) -> bool:
+    return isinstance(module, tuple(registry.module_dict.values())) or any(
+        _in_registry(module, child) for child in registry.children.values())
 
 
 def unwrap(module: nn.Module) -> nn.Module:

@@ -19,7 +19,7 @@ from ..defaults import fill_runner_defaults
 from ..datasets import build_dataloader
 from ..hooks import DistSamplerSeedHook, EvalHook
 from ..hooks.evaluation import DIST_ONLY_KEYS
-from ..optim import build_optimizer
+from ..optim import build_optimizer, keep_groups_per_parameter
 from ..registry import (BATCH_PROCESSORS, DATASETS, HOOKS, MODEL_WRAPPERS, MODELS, RUNNERS,
                         TRANSFORMS, build)
 from ..utils import ConfigError, get_dist_info
@@ -287,25 +287,13 @@ def _length(loader: Any) -> Optional[int]:
 
 
 def _optimizer_cfg(cfg: Config, logger) -> Any:
-    """``cfg.optimizer``, with its groups kept per parameter where a schedule lists per group.
-
-    mmcv 1.7.2 builds one param group per parameter under ``paramwise_cfg``, so a
-    1.x config's ``lr_config=dict(policy='OneCycle', max_lr=[...])`` (or a momentum
-    schedule's ``base_momentum``/``max_momentum`` list) has one entry per parameter.
-    mtrain merges groups of equal settings unless told not to; with such a list it
-    does not, so each entry lands on the parameter it was written for.
-    """
-    optimizer = _required(cfg, 'optimizer')
-    paramwise = optimizer.get('paramwise_cfg') if isinstance(optimizer, dict) else None
-    if not isinstance(paramwise, dict) or 'merge_groups' in paramwise:
-        return optimizer
-    listed = [f'{key}.{name}' for key in ('lr_config', 'momentum_config')
-              for name, value in (cfg.get(key) or {}).items() if isinstance(value, (list, tuple))]
-    if not listed:
-        return optimizer
-    logger.info(f'{", ".join(listed)} give one value per param group: param groups are kept one '
-                'per parameter, as mmcv 1.x builds them (paramwise_cfg.merge_groups=False)')
-    return dict(optimizer, paramwise_cfg=dict(paramwise, merge_groups=False))
+    """``cfg.optimizer``, with its groups kept per parameter where a schedule lists per group
+    (:func:`~mtrain.optim.keep_groups_per_parameter` decides, and says why)."""
+    optimizer, reason = keep_groups_per_parameter(
+        _required(cfg, 'optimizer'), {k: cfg.get(k) for k in ('lr_config', 'momentum_config')})
+    if reason is not None:
+        logger.info(reason)
+    return optimizer
 
 
 def _required(cfg: Config, key: str) -> Any:

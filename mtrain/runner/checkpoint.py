@@ -34,6 +34,7 @@ from torch import nn
 from .. import __version__
 from ..parallel import unwrap
 from ..utils import get_dist_info
+from ..utils.errors import refuse_url
 
 
 class CheckpointError(RuntimeError):
@@ -50,6 +51,7 @@ class CheckpointAssertionError(CheckpointError, AssertionError):
 
 def save_checkpoint_file(checkpoint: Dict[str, Any], path: str) -> None:
     """Write ``checkpoint`` to ``path`` atomically (temp file, fsync, rename)."""
+    refuse_url(path, 'the checkpoint file')
     folder = osp.dirname(osp.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = f'{path}.tmp-{os.getpid()}'

@@ -26,6 +26,8 @@ Number = Union[int, float, torch.Tensor]
 Source = Callable[[], Dict[str, Tuple[float, int]]]
 #: ``watcher(values, total)``: a key's values as they leave the buffer (see ``watch``).
 Watcher = Callable[[List[Number], Union[float, None]], None]
+#: Marks a key's latest-``n`` total among the interval totals (one collective for both).
+_LATEST = '\0latest:'
 
 
 class LogBuffer:
@@ -51,8 +53,13 @@ class LogBuffer:
         # Host values averaged since clear(), oldest first (val_history / n_history).
         self._past: Dict[str, List[float]] = {}
         self._past_n: Dict[str, List[int]] = {}
+        self._sourced: set = set()  # keys that come from a source (a mean per interval)
         self.output: Dict[str, Any] = {}
         self.ready = False
+        #: The values came from a checkpoint (:meth:`load_state_dict`, which a resume
+        #: calls) and no line has averaged them yet: the loggers keep them for the
+        #: resumed run's first line instead of inferring a resume from ``runner.iter``.
+        self.restored = False
 
     def add_source(self, source: Source) -> None:
         """Poll ``source`` for host sums at every average (and drop them at ``clear``).
@@ -148,31 +155,47 @@ class LogBuffer:
         self.output.update((key, total / count) for key, (total, count) in totals.items())
         self.ready = True
 
-    def average_interval(self, reduce_fn=None) -> None:
-        """Put the weighted mean of every key since the last average into ``output``.
+    def average_interval(self, reduce_fn=None, n: Optional[int] = None) -> None:
+        """Put each key's weighted mean into ``output``: what mtrain's logger hooks call.
 
-        What mtrain's logger hooks call at each log line. Calling it again
-        before new updates leaves ``output`` as it is, so several logger hooks
-        can each ask for the same interval's values.
+        With ``n`` (the logger's interval), as mmcv 1.7.2's ``average(n)`` at a
+        log line: every key in the history, whether logged since the last
+        line or not, is averaged over its latest ``n`` values, so a loss a
+        model logs only on some iterations repeats its last value as mmcv's
+        line does. Without ``n``: the values since the last average. A
+        timing (and the step's ``grad_norm`` source) is the interval's mean
+        either way. Calling it again before new updates leaves ``output`` as
+        it is, so several logger hooks can each ask for the same line's values.
 
         Args:
             reduce_fn: optional ``fn({key: (sum, count)}) -> {key: (sum, count)}``
                 combining the sums and counts before dividing (over ranks:
                 :func:`mtrain.utils.dist.sum_by_key`, one collective for all keys).
+            n: average each key's latest ``n`` values (see above); None: the interval's.
         """
-        totals = self._take(reduce_fn)
+        totals = self._take(reduce_fn, n)
         if totals is None:  # already averaged (all ranks agree: they all log)
             return
-        self.output.update((key, total / count) for key, (total, count) in totals.items())
+        latest = {key[len(_LATEST):]: value for key, value in totals.items()
+                  if key.startswith(_LATEST)}
+        for key, (total, count) in totals.items():
+            if not key.startswith(_LATEST):
+                total, count = latest.pop(key, (total, count))
+                self.output[key] = total / count
+        self.output.update((key, total / count) for key, (total, count) in latest.items())
         self.ready = True
 
-    def _take(self, reduce_fn=None) -> Optional[Dict[str, Tuple[float, int]]]:
+    def _take(self, reduce_fn=None, n: Optional[int] = None
+              ) -> Optional[Dict[str, Tuple[float, int]]]:
         """Move the values since the last average into the history; their (reduced) totals.
 
         The tensors are read back with one ``stack`` and one host transfer for
         all keys; watchers are shown the values with their all-rank total.
-        None when nothing was logged since.
+        With ``n``, the totals also hold ``_LATEST + key``: the latest ``n``
+        values of each key whose interval is not exactly those (reduced in
+        the same collective). None when nothing was logged since.
         """
+        self.restored = False
         keys = list(self._values)
         sourced = [source() for source in self._sources]
         if not keys and not any(sourced):
@@ -182,11 +205,16 @@ class LogBuffer:
         for sums in sourced:
             totals.update(sums)
         for key, (total, count) in list(totals.items()):
+            self._sourced.add(key)
             if count:  # a timing's interval: one entry of the history
                 self._remember(key, [total / count], [count])
         for key in keys:
             totals[key] = _weighted(values[key], self._counts[key])
             self._remember(key, values[key], self._counts[key])
+        if n:
+            for key, past in self._past.items():
+                if key not in self._sourced and len(values.get(key, ())) != n:
+                    totals[_LATEST + key] = _weighted(past[-n:], self._past_n[key][-n:])
         if reduce_fn is not None:
             totals = reduce_fn(totals)
         for key in keys:
@@ -243,6 +271,7 @@ class LogBuffer:
         return values
 
     def clear(self) -> None:
+        self.restored = False
         for key in self._watchers:
             if key in self._values:
                 self._show(key, self._values[key])
@@ -260,17 +289,38 @@ class LogBuffer:
         self.ready = False
 
     def state_dict(self) -> Dict[str, Any]:
-        state: Dict[str, Any] = {'values': {}, 'counts': {}}
-        for key in self._values:
-            total, count = self._weighted_sum(key)
-            state['values'][key] = torch.as_tensor(total / count, dtype=torch.float64).cpu()
-            state['counts'][key] = count
-        return state
+        """The values not yet averaged and the history, one number per value (host float64).
+
+        Each value is kept apart (not folded into one mean): a line averages
+        each key's latest ``n`` values, so a resumed run must count them as
+        the uninterrupted one does.
+        """
+        pending = self._read_back(list(self._values))
+        return {'values': {k: _floats(v) for k, v in pending.items()},
+                'counts': {k: list(c) for k, c in self._counts.items()},
+                'history': {k: _floats(v) for k, v in self._past.items()},
+                'history_counts': {k: list(c) for k, c in self._past_n.items()},
+                'sourced': sorted(self._sourced)}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self._values = {k: [v] for k, v in state.get('values', {}).items()}
-        self._shown = dict.fromkeys(self._values, 1)  # seen before the checkpoint was written
-        self._counts = {k: [c] for k, c in state.get('counts', {}).items()}
+        """Restore :meth:`state_dict`'s values (also an older checkpoint's one mean per key)."""
+        values, counts = state.get('values', {}), state.get('counts', {})
+        self._values = {k: _host_list(v) for k, v in values.items()}
+        self._counts = {k: [c] if isinstance(c, int) else list(c) for k, c in counts.items()}
+        self._shown = {k: len(v) for k, v in self._values.items()}  # seen before it was written
+        self._past = {k: _host_list(v) for k, v in state.get('history', {}).items()}
+        self._past_n = {k: list(c) for k, c in state.get('history_counts', {}).items()}
+        self._sourced = set(state.get('sourced', ()))
+        self.restored = True
+
+
+def _floats(values: List[Number]) -> torch.Tensor:
+    return torch.tensor([float(v) for v in values], dtype=torch.float64)
+
+
+def _host_list(values: Any) -> List[float]:
+    """A saved key's values as host floats (a 0-d tensor: an older checkpoint's mean)."""
+    return [float(v) for v in torch.as_tensor(values, dtype=torch.float64).reshape(-1)]
 
 
 def _weighted(values: List[float], counts: List[int]) -> Tuple[float, int]:

@@ -9,10 +9,10 @@ surface they rely on (``torch_protocol``); ``OptimStep`` runs them in order.
 """
 
 from .amp import check_autocast_support, parse_dtype, parse_loss_scale
-from .optim_step import OptimStep
+from .optim_step import OptimStep, check_grad_clip
 from .update import STEPPED, UpdateResult
 from .verdict import Verdict
 from .window import AccumulationWindow
 
 __all__ = ['AccumulationWindow', 'OptimStep', 'STEPPED', 'UpdateResult', 'Verdict',
-           'check_autocast_support', 'parse_dtype', 'parse_loss_scale']
+           'check_autocast_support', 'check_grad_clip', 'parse_dtype', 'parse_loss_scale']

@@ -30,11 +30,20 @@ from .amp import parse_dtype, parse_loss_scale
 from .grad_norm import GradNormMeter
 from .skip_counter import SkipCounter
 from .torch_protocol import supports_device_skip
-from .update import STEPPED, ScaledStep, UpdateResult, clip_grads, step_plain
+from .update import (STEPPED, ScaledStep, UpdateResult, clip_by_norm, params_in_model_order,
+                     step_plain)
 from .verdict import APPLIED, LossWatch
 from .window import AccumulationWindow
 from .window_grads import (Grads, gather_window_grads, grads_for_this_rank, optimizer_params,
                            restore_window_grads, window_grads)
+
+
+def check_grad_clip(grad_clip: Any) -> Optional[Dict[str, Any]]:
+    """``grad_clip`` if it is None or a dict (``clip_grad_norm_``'s arguments), else TypeError."""
+    if grad_clip is not None and not isinstance(grad_clip, dict):
+        raise TypeError(f'grad_clip must be None or a dict such as dict(max_norm=35), '
+                        f'got {grad_clip!r}')
+    return grad_clip
 
 
 class OptimStep:
@@ -70,10 +79,7 @@ class OptimStep:
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None, cumulative_iters: int = 1,
                  amp_dtype: Any = None, loss_scale: Any = None,
                  detect_anomalous_params: bool = False) -> None:
-        if grad_clip is not None and not isinstance(grad_clip, dict):
-            raise TypeError(f'grad_clip must be None or a dict such as dict(max_norm=35), '
-                            f'got {grad_clip!r}')
-        self.grad_clip = grad_clip
+        self.grad_clip = check_grad_clip(grad_clip)
         self.window = AccumulationWindow(cumulative_iters)
         self.amp_dtype = None if amp_dtype is None else parse_dtype(amp_dtype)
         self.scaled_step = None if loss_scale is None else ScaledStep(
@@ -88,6 +94,7 @@ class OptimStep:
         self.model: Optional[nn.Module] = None
         self.logger = None
         self.run_end: Callable[[], Optional[int]] = lambda: None
+        self.clip: Callable[[], Optional[torch.Tensor]] = self._clip_optimizer_params
         self._gathered: Optional[List[Grads]] = None
         self._pending: Dict[str, Any] = {}
         self._applied = False  # an update of this run is known to have been applied
@@ -108,14 +115,20 @@ class OptimStep:
     # -- the run -------------------------------------------------------------
     def setup(self, optimizer: torch.optim.Optimizer, device: torch.device,
               model: Optional[nn.Module] = None, logger: Any = None,
-              run_end: Optional[Callable[[], Optional[int]]] = None) -> None:
+              run_end: Optional[Callable[[], Optional[int]]] = None,
+              clip: Optional[Callable[[], Optional[torch.Tensor]]] = None) -> None:
         """Bind the optimizer, the user's model and the run's end; restore a resumed state.
 
         ``run_end()``: one past the run's last iteration as the run stands
         when asked (None: unknown), see :class:`~.window.AccumulationWindow`.
+        ``clip()``: clips the gradients with ``grad_clip`` and returns the norm
+        before clipping; the caller says which parameters, in which order (the
+        optimizer hooks: mmcv's or mmengine's). Default: the optimizer's
+        parameters in the model's order.
         """
         self.optimizer, self.model, self.logger = optimizer, model, logger
         self.run_end = run_end or (lambda: None)
+        self.clip = clip or self._clip_optimizer_params
         self._applied = False
         first = next(optimizer_params(optimizer), None)
         for counter in (self.overflow_skips, self.nonfinite_skips):
@@ -204,7 +217,7 @@ class OptimStep:
                 optimizer.zero_grad(set_to_none=True)  # the whole window is dropped
                 self.nonfinite_skips.add_known()
                 return UpdateResult(verdict, None, 'the loss was not finite')
-        grad_norm = clip_grads(optimizer, self.grad_clip) if self.grad_clip is not None else None
+        grad_norm = self.clip() if self.grad_clip is not None else None
         if self.scaled_step is not None:
             verdict, counter = self.scaled_step.step(optimizer), self.overflow_skips
         else:
@@ -219,6 +232,10 @@ class OptimStep:
             return UpdateResult(verdict, None, 'inf/NaN gradients')  # its norm is inf
         self._applied = True
         return STEPPED if grad_norm is None else UpdateResult(verdict, grad_norm)
+
+    def _clip_optimizer_params(self) -> Optional[torch.Tensor]:
+        """The default ``clip``: the optimizer's parameters, in the model's order."""
+        return clip_by_norm(params_in_model_order(self.optimizer, self.model), self.grad_clip)
 
     # -- state ---------------------------------------------------------------
     def gather_window(self) -> None:

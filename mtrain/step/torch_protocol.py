@@ -11,8 +11,10 @@ when a torch release changes it; nothing else in mtrain touches these names.
   update when ``found_inf`` is 1.0 and divide by ``grad_scale`` unless it is
   None. mtrain sets them itself to skip a non-finite loss's update on the
   device, and reads GradScaler's from a step post-hook.
-- ``torch._foreach_lerp_``: one fused kernel for the EMA update (torch.optim
-  is built on the same ``_foreach`` ops); a per-tensor ``lerp_`` otherwise.
+- ``torch._foreach_mul_`` / ``torch._foreach_add_(..., alpha=)``: the EMA
+  update in two kernels per device and dtype, the same two ops mmcv 1.x runs
+  per tensor (torch.optim is built on the same ``_foreach`` ops); per-tensor
+  ``mul_`` / ``add_`` otherwise.
 """
 
 from typing import List, Optional
@@ -50,12 +52,17 @@ def scaler_flag(optimizer: torch.optim.Optimizer) -> Optional[torch.Tensor]:
     return None if found_inf is None else found_inf == 1  # (what the kernels test)
 
 
-def foreach_lerp_(averages: List[torch.Tensor], values: List[torch.Tensor],
-                  weight: float) -> None:
-    """``average += weight * (value - average)`` for every pair, in place."""
-    lerp = getattr(torch, '_foreach_lerp_', None)
-    if lerp is not None:
-        lerp(averages, values, weight)
+def foreach_ema_update_(averages: List[torch.Tensor], values: List[torch.Tensor],
+                        momentum: float) -> None:
+    """mmcv 1.x's EMA update, ``average.mul_(1 - momentum).add_(value, alpha=momentum)``, in place.
+
+    Those two ops, not a lerp (``average + m * (value - average)``), which
+    rounds differently: mmcv's averaged weights are matched bit for bit.
+    """
+    mul, add = getattr(torch, '_foreach_mul_', None), getattr(torch, '_foreach_add_', None)
+    if mul is not None and add is not None:
+        mul(averages, 1 - momentum)
+        add(averages, values, alpha=momentum)
         return
-    for average, value in zip(averages, values):  # (a torch without it: one kernel each)
-        average.lerp_(value, weight)
+    for average, value in zip(averages, values):  # (a torch without them: two kernels each)
+        average.mul_(1 - momentum).add_(value, alpha=momentum)

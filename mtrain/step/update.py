@@ -7,7 +7,7 @@ loaded by a rollback are all seen at the next update.
 """
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import torch
 from torch import nn
@@ -40,16 +40,37 @@ class UpdateResult:
 STEPPED = UpdateResult(APPLIED)  #: the common result (applied, no norm), made once
 
 
-def params_with_grads(optimizer: torch.optim.Optimizer) -> List[nn.Parameter]:
-    """The parameters ``optimizer.step()`` will update now: those holding a gradient."""
-    return [p for p in optimizer_params(optimizer) if p.grad is not None]
+def params_with_grads(params: Iterable[nn.Parameter]) -> List[nn.Parameter]:
+    """Those of ``params`` that take part in the update: trainable and holding a gradient."""
+    return [p for p in params if p.requires_grad and p.grad is not None]
 
 
-def clip_grads(optimizer: torch.optim.Optimizer,
+def clip_by_norm(params: Iterable[nn.Parameter],
                grad_clip: Dict[str, Any]) -> Optional[torch.Tensor]:
-    """``clip_grad_norm_`` over the gradients the step will apply; the norm before clipping."""
-    params = params_with_grads(optimizer)
+    """``clip_grad_norm_`` over ``params`` that have a gradient, in the order given.
+
+    The order is the caller's to choose and it matters to the last bit (the
+    norm is a sum): mmcv 1.x clips ``runner.model.parameters()``, mmengine
+    its optimizer's parameters one group per parameter (see
+    :func:`params_in_model_order`). Returns the norm before clipping, or None
+    when no parameter has a gradient.
+    """
+    params = params_with_grads(params)
     return clip_grad_norm_(params, **grad_clip) if params else None
+
+
+def params_in_model_order(optimizer: torch.optim.Optimizer,
+                          model: Optional[nn.Module]) -> List[nn.Parameter]:
+    """The optimizer's parameters in the model's order, whatever its group layout.
+
+    mmengine builds one group per parameter by walking the model, so its
+    clip sums in this order; merging groups of equal settings must not
+    change it. Parameters the model does not hold come last, in group order.
+    """
+    held = {id(p): p for p in optimizer_params(optimizer)}
+    ordered = [] if model is None else [p for p in model.parameters() if held.pop(id(p), None)
+                                        is not None]
+    return ordered + list(held.values())
 
 
 def step_plain(optimizer: torch.optim.Optimizer, verdict: Verdict) -> None:

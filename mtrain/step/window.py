@@ -11,6 +11,8 @@ fewer iterations), and a window is never longer than what is left of it.
 
 from typing import Optional, Tuple
 
+from ..utils.errors import AssertedValueError
+
 
 class AccumulationWindow:
     """Windows of ``length`` iterations over the global iteration count.
@@ -28,7 +30,9 @@ class AccumulationWindow:
 
     def __init__(self, length: int = 1) -> None:
         if isinstance(length, bool) or not isinstance(length, int) or length <= 0:
-            raise ValueError(f'cumulative_iters must be a positive integer, got {length!r}')
+            # an AssertionError too: mmcv 1.7.2 asserts it (1.x code may catch that class)
+            raise AssertedValueError(
+                f'cumulative_iters must be a positive integer, got {length!r}')
         self.length = length
 
     def bounds(self, iteration: int, run_end: Optional[int]) -> Tuple[int, int]:

@@ -10,6 +10,7 @@ import signal
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..config import load_config
+from ..defaults import metric_rule
 from ..hooks.optuna_pruning import build_pruner
 from ..utils import ConfigError
 from .claims import sweep_lock
@@ -26,16 +27,21 @@ def default_metric(config: str, metric: Optional[str], direction: Optional[str],
     """``(metric, 'maximize' | 'minimize')``: given, else from the config's ``evaluation``.
 
     The metric defaults to ``evaluation.save_best`` (unless ``'auto'``), else a single
-    ``evaluation.metric``; the direction to minimize for names with ``loss`` or ``err``
-    (mmcv 1.x's rule), maximize otherwise.
+    ``evaluation.metric``; the direction to the rule that picks the best checkpoint
+    (:func:`mtrain.defaults.metric_rule`: ``evaluation.rule`` for the ``save_best``
+    metric, else mmcv 1.x's inference from the name and ``greater_keys``/``less_keys``).
+
+    Raises:
+        ConfigError: no evaluation, no metric to name, or a metric whose direction
+            neither the config nor its name gives.
     """
     evaluation = load_config(config, cfg_options).get('evaluation')
     if not isinstance(evaluation, dict):
         raise ConfigError('the config has no evaluation, so a trial has nothing to report; '
                           "add evaluation = dict(interval=1, metric='accuracy')",
                           key='evaluation', filename=config)
+    save_best, named = evaluation.get('save_best'), evaluation.get('metric')
     if metric is None:
-        save_best, named = evaluation.get('save_best'), evaluation.get('metric')
         metric = save_best if isinstance(save_best, str) and save_best != 'auto' else (
             named if isinstance(named, str) else None)
         if metric is None:
@@ -43,7 +49,15 @@ def default_metric(config: str, metric: Optional[str], direction: Optional[str],
                               '(a key of the evaluation results, e.g. accuracy)',
                               key='evaluation', filename=config)
     if direction is None:
-        direction = 'min' if 'loss' in metric or 'err' in metric else 'max'
+        rule = metric_rule(metric, evaluation.get('rule') if metric == save_best else None,
+                           evaluation.get('greater_keys'), evaluation.get('less_keys'))
+        if rule not in ('greater', 'less'):
+            said = '' if rule is None else f' (evaluation.rule={rule!r} is neither)'
+            raise ConfigError(f"cannot tell whether a greater or a smaller '{metric}' is "
+                              f"better{said}; pass --direction max or min (or set "
+                              "evaluation.rule='greater' or 'less' with save_best)",
+                              key='evaluation.rule', filename=config)
+        direction = {'greater': 'max', 'less': 'min'}[rule]
     return metric, {'max': 'maximize', 'min': 'minimize'}.get(direction, direction)
 
 

@@ -18,7 +18,9 @@ as ``--cfg-options`` takes it. :func:`load_space` reads the file;
 
 import math
 import os.path as osp
+import re
 import runpy
+import traceback
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
@@ -130,15 +132,7 @@ def load_space(path: str) -> Dict[str, Distribution]:
     if not osp.isfile(path):
         raise ConfigError(f'search space file {path} does not exist; check --space',
                           filename=path)
-    try:
-        names = runpy.run_path(path, init_globals=dict(FUNCTIONS))
-    except SyntaxError as e:
-        raise ConfigError(f'Python syntax error at line {e.lineno}: {e.msg}', filename=path)
-    except NameError as e:
-        raise ConfigError(f'{e}.{did_you_mean(e.name or "", FUNCTIONS)} A SPACE file can use '
-                          f"{', '.join(FUNCTIONS)} and lists of values", filename=path) from e
-    except (ValueError, TypeError) as e:
-        raise ConfigError(str(e), filename=path) from e
+    names = _run_space_file(path)
     entries = {k: v for k, v in names.items()
                if not k.startswith('_') and k not in FUNCTIONS and _is_space_value(v)}
     space: Dict[str, Distribution] = {}
@@ -148,6 +142,43 @@ def load_space(path: str) -> Dict[str, Distribution]:
         raise ConfigError("the search space is empty; write e.g. space = {'optimizer.lr': "
                           'loguniform(1e-3, 1e-1)}', filename=path)
     return space
+
+
+def _run_space_file(path: str) -> Dict[str, Any]:
+    """The SPACE file's top-level names; any exception it raises is one :class:`ConfigError`
+    naming the file, the line and the fix (a user's mistake, never a traceback)."""
+    try:
+        return runpy.run_path(path, init_globals=dict(FUNCTIONS))
+    except SyntaxError as e:
+        raise ConfigError(f'Python syntax error at line {e.lineno}: {e.msg}',
+                          filename=path) from None
+    except NameError as e:
+        raise ConfigError(f'{e}.{did_you_mean(e.name or "", FUNCTIONS)} A SPACE file can use '
+                          f"{', '.join(FUNCTIONS)} and lists of values", filename=path) from e
+    except (ValueError, TypeError) as e:
+        raise ConfigError(str(e), filename=path) from e
+    except ImportError as e:
+        missing = re.match(r"cannot import name '(\w+)'", str(e))
+        hint = did_you_mean(missing.group(1), FUNCTIONS) if missing else ''
+        raise ConfigError(f'line {_line_in(e, path)}: {_first_line(e)}.{hint} The '
+                          f"distributions ({', '.join(FUNCTIONS)}) are defined in a SPACE file "
+                          'already: no import is needed, or import them from mtrain.sweep',
+                          filename=path) from e
+    except Exception as e:  # noqa: BLE001  (whatever the file's code raises)
+        raise ConfigError(f'line {_line_in(e, path)}: {type(e).__name__}: {_first_line(e)}. A '
+                          'SPACE file is Python run once to build `space`; fix that line',
+                          filename=path) from e
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).splitlines() or [''])[0]
+
+
+def _line_in(error: BaseException, path: str) -> Any:
+    """The line of ``path`` that raised ``error`` (its last frame in that file), or '?'."""
+    lines = [f.lineno for f in traceback.extract_tb(error.__traceback__)
+             if osp.abspath(f.filename) == osp.abspath(path)]
+    return lines[-1] if lines else '?'
 
 
 def _is_space_value(value: Any) -> bool:

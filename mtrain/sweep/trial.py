@@ -17,24 +17,33 @@ import sys
 import zlib
 from typing import Any, Dict, List, Optional
 
-from ..config import load_config, parse_cfg_options
+from ..config import parse_cfg_options, read_config
 from ..utils import ConfigError
 from . import supervise
 from .forkserver import ForkServer
 from .space_check import format_override
 from .study import SweepSpec
 
-def pruning_hooks(spec: SweepSpec, number: int) -> List[Dict[str, Any]]:
-    """The config's ``custom_hooks`` plus the trial's :class:`OptunaPruningHook`."""
-    hooks = list(load_config(spec.config, spec.fixed).to_dict().get('custom_hooks') or [])
-    return hooks + [dict(type='OptunaPruningHook', storage=spec.storage, study_name=spec.study,
-                         trial_number=number, monitor=spec.metric, pruner=spec.pruner,
-                         pruner_args=dict(spec.pruner_args))]
+def pruning_hook(spec: SweepSpec, number: int) -> Dict[str, Any]:
+    """Trial ``number``'s :class:`OptunaPruningHook` (reports, prunes, replays)."""
+    return dict(type='OptunaPruningHook', storage=spec.storage, study_name=spec.study,
+                trial_number=number, monitor=spec.metric, pruner=spec.pruner,
+                pruner_args=dict(spec.pruner_args))
 
 
-def check_hooks_option(spec: SweepSpec) -> None:
-    """The config's ``custom_hooks`` must survive the command line (plain literals)."""
-    hooks = pruning_hooks(spec, 0)
+def trial_options(spec: SweepSpec, number: int, params: Dict[str, Any]) -> List[str]:
+    """The trial's ``--cfg-options``: the sweep's, the trial's values, then ``custom_hooks``.
+
+    ``custom_hooks`` comes last and is assembled from the config with every other
+    option applied (so ``--cfg-options custom_hooks=[...]`` or a space key such as
+    ``custom_hooks.0.momentum`` is in it), plus the pruning hook; the result is
+    read back to check that the hook is there.
+
+    Raises:
+        ConfigError: the hooks cannot be written on a command line.
+    """
+    options = [*spec.cfg_options, *(format_override(k, v) for k, v in params.items())]
+    hooks = _written_hooks(spec.config, options) + [pruning_hook(spec, number)]
     text = f'custom_hooks={literal(hooks)}'
     try:
         ok = parse_cfg_options([text])['custom_hooks'] == hooks
@@ -45,13 +54,28 @@ def check_hooks_option(spec: SweepSpec) -> None:
                           '(they hold values other than numbers, strings, lists and dicts), '
                           'so the trials cannot add the pruning hook to them',
                           key='custom_hooks', filename=spec.config)
+    options.append(text)
+    assert _written_hooks(spec.config, options)[-1] == hooks[-1], \
+        "[sweep] the trial's options lost its pruning hook"
+    return options
+
+
+def _written_hooks(config: str, options: List[str]) -> List[Dict[str, Any]]:
+    """``custom_hooks`` of ``config`` with ``options`` applied, in the config's own schema
+    (an mmengine config's, before the converter adds its hooks)."""
+    cfg = read_config(config, parse_cfg_options(options))
+    return list(cfg.to_dict().get('custom_hooks') or [])
+
+
+def check_hooks_option(spec: SweepSpec) -> None:
+    """The config's ``custom_hooks`` must survive the command line (plain literals)."""
+    trial_options(spec, 0, {})
 
 
 def trial_command(spec: SweepSpec, number: int, work_dir: str,
                   params: Dict[str, Any]) -> List[str]:
     """The command that runs (and re-runs) trial ``number``."""
-    options = [f'custom_hooks={literal(pruning_hooks(spec, number))}']  # first: params refine it
-    options += spec.cfg_options + [format_override(k, v) for k, v in params.items()]
+    options = trial_options(spec, number, params)
     train = [spec.train_script, osp.abspath(spec.config), '--work-dir', work_dir, '--seed',
              str(spec.seed)]
     if spec.launcher == 'none':

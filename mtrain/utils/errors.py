@@ -11,6 +11,7 @@ keeps a wrapped error catchable as what it was.
 """
 
 import difflib
+import re
 from typing import Iterable, List, Optional
 
 
@@ -44,6 +45,19 @@ class ConfigError(ValueError):
             self.filename = filename
             self.args = (self._render(), )
         return self
+
+
+def refuse_url(path: str, what: str, key: Optional[str] = None) -> None:
+    """Raise a one-line :class:`ConfigError` when ``path`` is a URL (``s3://``, ``http://``).
+
+    mtrain writes checkpoints to local files only (mmcv 1.x's ``FileClient``
+    backends are left out); ``os.makedirs`` would otherwise make a local
+    folder named ``s3:`` and the log would name the URL as if it were there.
+    """
+    if isinstance(path, str) and re.match(r'[A-Za-z][A-Za-z0-9+.-]*://', path):
+        raise ConfigError(f'{what} {path!r} is a URL: mtrain writes checkpoints to local files '
+                          'only. Give a local (or mounted) folder and copy the files to the '
+                          'remote store afterwards (docs/migration.md).', key=key)
 
 
 class ConfigTypeError(ConfigError, TypeError):

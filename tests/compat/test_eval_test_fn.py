@@ -1,5 +1,6 @@
 """EvalHook.test_fn defaults to mmcv.engine's functions, which 1.x eval hooks call themselves."""
 
+import pytest
 import torch
 from torch import nn
 
@@ -75,15 +76,53 @@ def test_a_1x_eval_hook_calling_test_fn_scores_a_model_without_train_step(make_r
     assert runner.meta['hook_msgs']['best_score'] == expected
 
 
-def test_default_inference_of_the_plain_hook_calls_the_model_in_eval_mode(make_runner):
-    model = OneXClassifier()
+def _one_epoch_evaluated(make_runner, model):
     runner = make_runner(model=model, max_len=1)
     runner.register_hook(OptimizerHook())
     runner.register_hook(EvalHook(_val_loader()), 'LOW')
     runner.run([build_dataloader(ToyDataset(n=16), 8, 0, shuffle=False)], [('train', 1)])
+    return runner
+
+
+def test_default_inference_of_the_plain_hook_calls_the_model_in_eval_mode(make_runner):
+    model = OneXClassifier()
+    runner = _one_epoch_evaluated(make_runner, model)
     assert len(model.test_calls) == 3 and 'accuracy' in runner.eval_results
 
 
 def test_collect_functions_in_one_process_keep_dataset_order():
     assert collect_results_cpu([1, 2, 3, 4], 3) == [1, 2, 3]
     assert collect_results_gpu([1, 2, 3], 3) == [1, 2, 3]
+
+
+class KwargsModel(OneXClassifier):
+    """mmcv 1.7.2's own test model: ``return_loss`` arrives through ``**kwargs``."""
+
+    def forward(self, img, **kwargs):
+        if kwargs.pop('return_loss', True):
+            return {'loss': nn.functional.cross_entropy(self.fc(img), kwargs['gt_label'])}
+        self.test_calls.append(sorted(kwargs))
+        return list(self.fc(img).argmax(1).numpy())
+
+    def train_step(self, data_batch, optimizer, **kwargs):
+        loss = self(**data_batch)['loss']
+        return dict(loss=loss, log_vars=dict(loss=loss.item()), num_samples=len(data_batch['img']))
+
+
+def test_a_model_taking_return_loss_through_kwargs_is_evaluated_as_mmcv_does(make_runner):
+    model = KwargsModel()
+    runner = _one_epoch_evaluated(make_runner, model)
+    assert model.test_calls == [['gt_label']] * 3  # model(return_loss=False, **data)
+    results = [int(r) for b in _val_loader() for r in model.fc(b['img']).argmax(1)]
+    expected = sum(r == int(y) for r, y in zip(results, ScoredToy(n=20).y)) / 20
+    assert runner.eval_results == {'accuracy': expected}
+
+
+@pytest.mark.parametrize('loader', [[_val_loader()], ScoredToy(n=4)])
+def test_an_eval_hook_given_no_loader_says_so_as_a_type_error(loader):
+    """mmcv 1.7.2: ``TypeError`` for anything but a DataLoader (its own test passes a list)."""
+    with pytest.raises(TypeError, match=f'EvalHook evaluates one DataLoader, but got a '
+                                        f'{type(loader).__name__}'):
+        EvalHook(loader)
+    with pytest.raises(TypeError, match='DistEvalHook evaluates one DataLoader'):
+        DistEvalHook(loader, interval=-1)  # checked first, as mmcv

@@ -192,3 +192,67 @@ def test_functions_and_the_old_register_api():
 
 def test_scope_defaults_to_the_creating_module_package():
     assert Registry('x').scope == __name__.split('.')[0]
+
+
+def test_a_wrapper_registered_in_a_child_registry_is_a_module_wrapper():
+    """mmcv 1.7.2's ``is_module_wrapper`` walks MODULE_WRAPPERS' children: a codebase's own
+    wrapper registry (``Registry('model wrapper', parent=MODULE_WRAPPERS)``) counts, so a
+    checkpoint of the wrapped model has no ``module.`` prefix."""
+    import torch
+    from torch import nn
+
+    from mtrain.parallel import is_module_wrapper
+    from mtrain.registry import MODEL_WRAPPERS
+    from mtrain.runner.checkpoint import get_state_dict
+
+    wrappers = Registry('model wrapper', parent=MODEL_WRAPPERS, scope='my_codebase')
+    try:
+        @wrappers.register_module()
+        class MyWrapper(nn.Module):
+            def __init__(self, module):
+                super().__init__()
+                self.module = module
+
+        wrapped = MyWrapper(nn.Linear(2, 2))
+        assert is_module_wrapper(wrapped) and not is_module_wrapper(nn.Linear(2, 2))
+        assert list(get_state_dict(wrapped)) == ['weight', 'bias']
+        assert torch.equal(get_state_dict(wrapped)['weight'], wrapped.module.weight)
+    finally:
+        MODEL_WRAPPERS._children.pop('my_codebase')
+
+
+def test_the_optimizer_constructor_refuses_a_non_dict_as_a_type_error():
+    from mtrain.optim import DefaultOptimizerConstructor
+    with pytest.raises(TypeError, match='the optimizer config must be a dict'):
+        DefaultOptimizerConstructor([])
+
+
+def test_repr_is_mmcvs():
+    registry = Registry('cat', scope='zoo')
+
+    @registry.register_module()
+    class BritishShorthair:
+        pass
+
+    items = {'BritishShorthair': BritishShorthair}
+    assert repr(registry) == f'Registry(name=cat, items={items})'
+
+
+def test_only_classes_and_functions_register_and_the_pre_13_api_still_works():
+    registry = Registry('cat', scope='zoo')
+
+    class Demo:
+        def some_method(self):
+            pass
+
+    with pytest.raises(TypeError, match='module must be a class or a function'):
+        registry.register_module(name='some_method', module=Demo().some_method)
+    with pytest.raises(TypeError, match='module must be a class or a function'):
+        registry.register_module(name='obj')(Demo())
+    with pytest.warns(DeprecationWarning):
+        @registry.deprecated_register_module(force=True)
+        class NewCat:
+            pass
+    with pytest.warns(DeprecationWarning):
+        registry.deprecated_register_module(Demo)
+    assert registry.get('NewCat') is NewCat and registry.get('Demo') is Demo

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 from mmengine.config import Config
-from mmengine.dataset import InfiniteSampler
+from mmengine.dataset import DefaultSampler, InfiniteSampler
 from mmengine.hooks import Hook as EngineHook
 from mmengine.model import BaseModel
 from mmengine.runner import Runner
@@ -142,7 +142,8 @@ def run_mtrain(runtime: Dict[str, Any], work_dir: str, **overrides: Any) -> Trac
 
     ``overrides`` are mtrain (mmcv 1.x) keys set last, e.g. ``resume_from``. A
     ``net`` key picks the network (:func:`_layers`), a ``nan_sample`` key the index of a
-    NaN sample (:class:`CvToyData`), on both sides.
+    NaN sample (:class:`CvToyData`), on both sides; a ``sampler`` key (mmengine schema) the
+    train loader's ``sampler`` settings (``shuffle``, ``seed``), on both sides.
     """
     return train_mtrain(runtime, work_dir, **overrides)[1]
 
@@ -157,9 +158,10 @@ def _run_mtrain(runtime: Dict[str, Any], work_dir: str, overrides: Dict[str, Any
     cfg = copy.deepcopy(runtime)
     model = dict(type='CvToyNet', kind=cfg.pop('net', 'plain'))
     data = dict(type='CvToyData', nan_at=cfg.pop('nan_sample', None))
+    sampler = {'type': 'DefaultSampler', 'shuffle': False, **cfg.pop('sampler', {})}
     if 'optim_wrapper' in cfg:  # mmengine schema: what tools/train.py does at load time
         cfg['train_dataloader'] = dict(batch_size=8, num_workers=0, dataset=data,
-                                       sampler=dict(type='DefaultSampler', shuffle=False))
+                                       sampler=sampler)
         cfg = for_training(dict(model=model, **cfg))
     else:
         cfg.update(copy.deepcopy(_TOY), model=model)
@@ -169,8 +171,9 @@ def _run_mtrain(runtime: Dict[str, Any], work_dir: str, overrides: Dict[str, Any
     cfg.update(overrides)
     cfg = Config(cfg)
     check_config(cfg)
+    # tools/train.py's seed: --seed, else the config's (here never --seed).
     runner, loaders, workflow = build_runner(cfg, work_dir, logging.getLogger('mtrain.cvtest'),
-                                             seed=0)
+                                             seed=cfg.get('seed', 0))
     recorder = MtrainRecorder()
     runner.register_hook(recorder, 'VERY_LOW')
     runner.run(loaders, workflow)
@@ -196,14 +199,16 @@ def _run_mmengine(runtime: Dict[str, Any], work_dir: str):
     data = CvToyData(nan_at=runtime.get('nan_sample'))
     # mmengine's iteration loop sleeps 2 s whenever a finite loader runs out: never let it.
     by_iter = train_cfg.get('type') == 'IterBasedTrainLoop' or not train_cfg.get('by_epoch', True)
-    sampler = InfiniteSampler(data, shuffle=False) if by_iter else None
+    sampling = {'shuffle': False, **runtime.get('sampler', {})}
+    sampler = InfiniteSampler(data, **sampling) if by_iter else DefaultSampler(data, **sampling)
     runner = Runner(
         model=EngineToyNet(runtime.get('net', 'plain')), work_dir=work_dir,
         experiment_name=f'cvtest{next(_RUNS)}',
         train_dataloader=DataLoader(data, batch_size=8, sampler=sampler),
         optim_wrapper=copy.deepcopy(runtime['optim_wrapper']),
         param_scheduler=copy.deepcopy(runtime.get('param_scheduler')) or None,
-        train_cfg=train_cfg, default_hooks=dict(checkpoint=None, logger=None),
+        train_cfg=train_cfg,
+        default_hooks={'checkpoint': None, 'logger': None, **runtime.get('default_hooks', {})},
         custom_hooks=[recorder, *copy.deepcopy(runtime.get('custom_hooks', []))],
         auto_scale_lr=copy.deepcopy(runtime.get('auto_scale_lr')),
         default_scope='mmengine', log_level='WARNING')

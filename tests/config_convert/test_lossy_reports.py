@@ -60,6 +60,14 @@ TO_MMCV = [
      'no mtrain counterpart'),
     (dict(model_wrapper_cfg=dict(type='MMFullyShardedDataParallel')), 'model_wrapper_cfg.type',
      'MMDistributedDataParallel'),
+    # Issue 33 item 8: a sampler seed other than the run's was dropped and called exact.
+    (dict(randomness=dict(seed=1), train_dataloader=dict(batch_size=2, dataset=dict(type='X'),
+                                                         sampler=dict(shuffle=True, seed=3))),
+     'train_dataloader.sampler.seed', "the run's seed (randomness.seed=1), not 3"),
+    # Issue 33 item 3's neighbour: a by-epoch scheduler in an iteration loop never steps.
+    (dict(train_cfg=dict(type='IterBasedTrainLoop', max_iters=32),
+          param_scheduler=[dict(type='ExponentialLR', gamma=0.5)]),
+     'param_scheduler: ExponentialLR', 'mmengine never steps it'),
 ]
 
 

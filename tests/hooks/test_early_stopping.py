@@ -1,6 +1,7 @@
 import pytest
 
 from mtrain.hooks import EarlyStoppingHook, Hook, OptimizerHook
+from mtrain.utils import ConfigError
 
 
 class FakeMetric(Hook):
@@ -30,5 +31,10 @@ def test_stops_after_patience_evaluations_without_improvement(make_runner, toy_l
 
 def test_rule_defaults_and_validation():
     assert EarlyStoppingHook(monitor='val_loss').rule == 'less'
+    # Issue 33, one rule for a metric: as the evaluation's save_best (mmengine's hook too).
+    assert EarlyStoppingHook(monitor='mAP').rule == 'greater'
+    assert EarlyStoppingHook(monitor='mae', rule='less').rule == 'less'
+    with pytest.raises(ConfigError, match="smaller 'mae' is better; set rule="):
+        EarlyStoppingHook(monitor='mae')
     with pytest.raises(ValueError, match='patience'):
         EarlyStoppingHook(patience=0)

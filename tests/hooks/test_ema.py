@@ -51,6 +51,22 @@ def _assert_close(a, b, atol=1e-6):
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=atol)
 
 
+def test_average_is_mmcvs_mul_then_add_bitwise(make_runner, toy_loader):
+    # mmcv 1.7.2 EMAHook.after_train_iter: buffer.mul_(1 - m).add_(m, param), per tensor
+    runner = make_runner(by_epoch=False, max_len=20)
+    runner.register_hook(OptimizerHook())
+    ema, recorder = EMAHook(momentum=0.0123, warm_up=3), UpdateRecorder()
+    runner.register_hook(ema)
+    runner.register_hook(recorder)
+    runner.run([toy_loader], [('train', 1)])
+    expected = {n: p.clone() for n, p in recorder.weights[0].items()}
+    for t, params in enumerate(recorder.weights[1:]):
+        m = min(0.0123, (1 + t) / (3 + t))
+        for name, average in expected.items():
+            average.mul_(1 - m).add_(params[name], alpha=m)
+    assert all(torch.equal(ema.ema[n], expected[n]) for n in expected)
+
+
 @pytest.mark.parametrize('momentum, warm_up, interval', [(0.5, 4, 1), (0.2, 1, 2)])
 def test_average_follows_mmcv_formula(make_runner, toy_loader, momentum, warm_up, interval):
     runner = make_runner(by_epoch=False, max_len=6)

@@ -391,7 +391,7 @@ def test_dict_of_optimizers_stepped_by_the_model_follows_the_iterations(make_run
         [0.5 * (0.5 + 0.25 * (1 + math.cos(math.pi * 15 / 16)))])
 
 
-# -- by-iteration schedules are computed ahead; a user's policy is asked each time ----
+# -- a by-iteration policy is asked each iteration, with the real runner ----------------
 def _as_user_policy(hook):
     """Turn ``hook`` into what a user's subclass overriding ``get_lr`` is; return its calls."""
     policy = type(hook)
@@ -408,10 +408,9 @@ def _as_user_policy(hook):
 
 @pytest.mark.parametrize('case_id', sorted(c for c in CASES if not CASES[c]['lr_config'].get(
     'by_epoch', True)))
-def test_computed_ahead_gives_the_numbers_of_asking_every_iteration(case_id):
-    """Bitwise, under both runners' drives: mtrain's policies computed ``AHEAD``
-    iterations at a time, and the same policy as a user's subclass, which sees
-    the real runner at every iteration."""
+def test_a_users_subclass_gives_the_numbers_of_mtrains_policy(case_id):
+    """Bitwise, under both runners' drives: mtrain's policies and the same policy as
+    a user's subclass, which sees the real runner at every iteration."""
     case = CASES[case_id]
     for driver in ('epoch', 'iter'):
         runs = []
@@ -424,13 +423,12 @@ def test_computed_ahead_gives_the_numbers_of_asking_every_iteration(case_id):
             record = drive_epochs(runner, [hook], LAYOUT['max_epochs']) if driver == 'epoch' \
                 else drive_iters(runner, [hook])
             runs.append((hook, column(record, 'lr'), calls, runner))
-        (builtin, ahead, _, _), (user, asked, calls, runner) = runs
-        assert ahead == asked, driver  # exact, not approx
-        assert builtin._ahead.rows and not user._ahead.rows
+        (_, builtin, _, _), (_, asked, calls, runner) = runs
+        assert builtin == asked, driver  # exact, not approx
         assert calls and all(seen is runner for seen in calls)
 
 
-def test_computed_ahead_follows_a_jump_of_the_iteration_count():
+def test_a_jump_of_the_iteration_count_gets_the_values_of_where_it_is():
     """A resumed run (or any jump of runner.iter) gets the values of where it is."""
     hook = CosineAnnealingLrUpdaterHook(min_lr=0., by_epoch=False, warmup='linear',
                                         warmup_iters=10)

@@ -14,6 +14,7 @@ import os
 import os.path as osp
 import runpy
 import struct
+import sys
 import time
 
 import pytest
@@ -375,3 +376,36 @@ def test_the_first_line_after_a_resume_mid_interval_is_the_uninterrupted_runs(tr
     os.link(tmp_path / 'whole' / 'iter_6.pth', tmp_path / 'cut' / 'iter_6.pth')
     resumed = losses(tmp_path / 'cut', '--resume-from', str(tmp_path / 'cut' / 'iter_6.pth'))
     assert resumed == whole[-len(resumed):] and len(resumed) >= 2
+
+
+@pytest.mark.parametrize('name, client', [('MlflowLoggerHook', 'mlflow'),
+                                          ('WandbLoggerHook', 'wandb'),
+                                          ('DvcliveLoggerHook', 'dvclive'),
+                                          ('ClearMLLoggerHook', 'clearml')])
+def test_a_client_mocked_in_sys_modules_is_the_client(name, client, monkeypatch):
+    """mmcv 1.7.2's own tests (and users') mock a tracker as ``sys.modules[x] = MagicMock()``:
+    a mock has no ``__spec__``, so asking ``find_spec`` about it raised ValueError."""
+    from unittest.mock import MagicMock
+    monkeypatch.setitem(sys.modules, client, MagicMock())
+    assert type(build(dict(type=name), HOOKS, 'log_config.hooks.0')).__name__ == name
+    monkeypatch.setitem(sys.modules, client, None)  # Python's mark of a blocked import
+    with pytest.raises(ConfigError, match='needs the'):
+        build(dict(type=name), HOOKS, 'log_config.hooks.0')
+
+
+def test_a_mocked_mlflow_client_receives_the_runs_metrics(make_runner, toy_loader, monkeypatch):
+    from unittest.mock import MagicMock
+    mlflow = MagicMock()
+    monkeypatch.setitem(sys.modules, 'mlflow', mlflow)
+    runner = make_runner(max_len=1)
+    runner.register_training_hooks(lr_config=None, optimizer_config=OptimizerHook(),
+                                   checkpoint_config=dict(interval=1),
+                                   log_config=dict(interval=2, hooks=[
+                                       dict(type='MlflowLoggerHook', exp_name='test',
+                                            log_model=False, interval=2)]))
+    runner.run([toy_loader], [('train', 1)])
+    mlflow.set_experiment.assert_called_with('test')
+    steps = [c.kwargs['step'] for c in mlflow.log_metrics.call_args_list]
+    assert steps == list(range(2, len(toy_loader) + 1, 2))
+    assert {'train/loss', 'learning_rate'} <= set(mlflow.log_metrics.call_args_list[0].args[0])
+    assert osp.isfile(osp.join(runner.work_dir, 'epoch_1.pth'))  # the mock's run id not in it

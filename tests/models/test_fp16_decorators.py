@@ -72,13 +72,15 @@ def test_keyword_arguments_are_cast_by_name():
     assert result['x'] == torch.float16 and result['y'] == torch.float32
 
 
-def test_out_fp32_and_the_active_autocast_dtype_wins():
+def test_out_fp32_and_the_told_dtype_wins_over_the_active_autocast():
     net = Net()
     wrap_fp16_model(net)
     x = torch.randn(2, 4)
     assert net(x).dtype == torch.float32  # out_fp32 cast the half output back
     with torch.autocast('cpu', dtype=torch.bfloat16):
-        result = net.head(x, x)
+        assert net.head(x, x)['x'] == torch.float16  # told float16 (the default)
+    wrap_fp16_model(net, torch.bfloat16)
+    result = net.head(x, x)
     assert result['x'] == torch.bfloat16 and result['out'].dtype == torch.bfloat16
     assert result['loss']['score'] == torch.float32  # bf16 is cast up too
 
@@ -181,3 +183,41 @@ def test_loss_scaler_keeps_mmcvs_arithmetic():
     assert restored.state_dict() == scaler.state_dict() == dict(
         cur_scale=32., cur_iter=5, mode='dynamic', last_overflow_iter=2, scale_factor=2.,
         scale_window=2)
+
+
+class _Classifier(BaseModule):
+    """A 1.x model whose forward is decorated; notes the dtype it computes in."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fp16_enabled = False
+        self.fc = nn.Linear(4, 3)
+        self.seen = []
+
+    @auto_fp16(apply_to=('img', ))
+    def forward(self, img, gt_label=None, return_loss=True):
+        self.seen.append((self.training, img.dtype))
+        logits = self.fc(img)
+        if return_loss:
+            return {'loss_cls': nn.functional.cross_entropy(logits.float(), gt_label)}
+        return logits.float().softmax(1)
+
+
+def test_a_bf16_runs_decorated_forward_computes_in_bf16_in_training_and_in_test(
+        make_runner, toy_loader):
+    # The half dtype is told by the run (fp16.dtype), not read from whichever autocast is
+    # active: single_gpu_test runs without one, and must not fall back to float16.
+    from mtrain.evaluation.inference import single_gpu_test
+    from mtrain.hooks import Fp16OptimizerHook
+
+    model = _Classifier()
+    runner = make_runner(model=model, by_epoch=False, max_len=2)
+    runner.register_hook(Fp16OptimizerHook(dtype='bfloat16'))
+    runner.run([toy_loader], [('train', 1)])
+    single_gpu_test(model, toy_loader)
+    assert {dtype for training, dtype in model.seen if training} == {torch.bfloat16}
+    assert {dtype for training, dtype in model.seen if not training} == {torch.bfloat16}
+    wrap_fp16_model(model, torch.float16)
+    single_gpu_test(model, toy_loader)
+    assert model.seen[-1] == (False, torch.float16)

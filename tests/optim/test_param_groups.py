@@ -510,3 +510,10 @@ def test_dcn_offset_lr_mult_reaches_only_a_deformable_convs_offset_conv():
         'dcn.bias': ('bias', 2 * LR, 0.5 * WD),
         'dcn.conv_offset.weight': ('dcn_offset', 0.1 * LR, WD),
         'dcn.conv_offset.bias': ('dcn_offset', 0.1 * LR, WD)}
+
+
+def test_a_paramwise_cfg_that_is_not_a_dict_is_mmcvs_type_error():
+    """mmcv 1.7.2's constructor raises TypeError; mtrain's sentence is one too."""
+    from mtrain.optim.param_groups import validate_paramwise_cfg
+    with pytest.raises(TypeError, match='paramwise_cfg must be a dict or None'):
+        validate_paramwise_cfg(['error'])

@@ -100,3 +100,17 @@ def test_loading_stays_safe(tmp_path):
     torch.save({'state_dict': {}, 'obj': CheckpointError('a pickled object')}, path)
     with pytest.raises(CheckpointError, match='refused: loading it could run code'):
         load_checkpoint(Net(), str(path))
+
+
+@pytest.mark.parametrize('url', ['s3://bucket/work/epoch_1.pth', 'http://host/x.pth'])
+def test_a_url_is_refused_in_one_line_and_nothing_is_written(url, tmp_path, monkeypatch):
+    """mtrain writes local files only: a URL is not a folder named ``s3:``."""
+    from mtrain.hooks import CheckpointHook
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"^the checkpoint file '.*' is a URL: mtrain writes "
+                                         r'checkpoints to local files only\.'):
+        save_checkpoint(Net(), url)
+    out_dir = url.rpartition('/')[0]
+    with pytest.raises(ValueError, match=r'checkpoint_config.out_dir.*is a URL'):
+        CheckpointHook(interval=1, out_dir=out_dir)
+    assert list(tmp_path.iterdir()) == []

@@ -108,3 +108,32 @@ def test_average_of_opposite_infinities_is_nan_not_an_error():
     buf.update({'loss': torch.tensor(float('-inf'))})
     buf.average()
     assert buf.output['loss'] != buf.output['loss']  # NaN
+
+
+def test_a_resumed_buffer_averages_each_keys_latest_values_as_the_uninterrupted_one():
+    # The checkpoint keeps every value apart (and the history): a line over the latest n
+    # values counts them as the run that was not interrupted does.
+    buf = LogBuffer()
+    for i in range(5):
+        buf.update({'loss': torch.tensor(float(i))}, count=2)
+        if i % 2 == 0:
+            buf.update({'aux': torch.tensor(10.0 + i)}, count=2)
+        if i == 1:
+            buf.average_interval(n=2)
+    resumed = LogBuffer()
+    resumed.load_state_dict(buf.state_dict())
+    assert resumed.restored and not buf.restored
+    for b in (buf, resumed):
+        b.update({'loss': torch.tensor(5.0)}, count=2)
+        b.average_interval(n=2)
+    assert resumed.output == buf.output == {'loss': 4.5, 'aux': 13.0}
+    assert not resumed.restored  # (the first line has used the checkpoint's values)
+
+
+def test_an_older_checkpoints_one_mean_per_key_still_loads():
+    buf = LogBuffer()
+    buf.load_state_dict({'values': {'loss': torch.tensor(3.0, dtype=torch.float64)},
+                         'counts': {'loss': 4}})
+    buf.update({'loss': torch.tensor(1.0)}, 4)
+    buf.average_interval()
+    assert buf.output['loss'] == 2.0

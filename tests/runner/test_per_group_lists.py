@@ -40,3 +40,12 @@ def test_an_explicit_merge_groups_is_kept(tmp_path):
     cfg.optimizer.paramwise_cfg.merge_groups = True
     runner, _, _ = build_runner(cfg, str(tmp_path), logging.getLogger('t'))
     assert len(runner.optimizer.param_groups) == 2
+
+
+def test_a_step_policys_milestones_keep_merging_on(tmp_path, caplog):
+    """Issue 33 item 7: ``step=[6, 8]`` is no per-group list; merging stays on, no false reason."""
+    cfg = _digits(lr_config=dict(_delete_=True, policy='step', step=[6, 8]))
+    with caplog.at_level(logging.INFO):
+        runner, _, _ = build_runner(cfg, str(tmp_path), logging.getLogger('t'))
+    assert len(runner.optimizer.param_groups) == 2  # weights, biases: merged
+    assert 'one value per param group' not in caplog.text

@@ -111,3 +111,11 @@ def test_window_arithmetic_follows_mmcv():
     step.run_end = lambda: 8  # windows [0-2], [3-5], [6-7]: the last is short
     assert [step.ends_window(i) for i in range(8)] == [0, 0, 1, 0, 0, 1, 0, 1]
     assert [step.loss_divisor(i) for i in range(8)] == [3, 3, 3, 3, 3, 3, 2, 2]
+
+
+@pytest.mark.parametrize('length', ['4', 0, True])
+def test_a_bad_cumulative_iters_is_mmcvs_assertion_and_a_sentence(length):
+    """mmcv 1.7.2 asserts a positive int: 1.x code catching AssertionError still catches it."""
+    from mtrain.step.window import AccumulationWindow
+    with pytest.raises(AssertionError, match='cumulative_iters must be a positive integer'):
+        AccumulationWindow(length)

@@ -7,7 +7,7 @@ the failure says which one, and ``torch_protocol.py`` is the one file to fix.
 import pytest
 import torch
 
-from mtrain.step.torch_protocol import (foreach_lerp_, scaler_flag, step_unless_flagged,
+from mtrain.step.torch_protocol import (foreach_ema_update_, scaler_flag, step_unless_flagged,
                                         supports_device_skip)
 
 FUSED = [
@@ -87,11 +87,14 @@ def test_grad_scaler_hands_a_fused_step_its_verdict_as_found_inf(overflow):
     assert not hasattr(optimizer, 'found_inf')
 
 
-def test_foreach_lerp_is_torch_foreach_lerp_in_place():
-    # pins: torch._foreach_lerp_(tensors, ends, weight), the EMA update's one kernel
-    assert hasattr(torch, '_foreach_lerp_'), 'torch._foreach_lerp_ is gone (EMA falls back)'
-    averages = [torch.zeros(3), torch.ones(2, 2)]
-    values = [torch.arange(3.), torch.full((2, 2), 5.)]
-    expected = [a.lerp(v, 0.25) for a, v in zip(averages, values)]
-    foreach_lerp_(averages, values, 0.25)
+def test_foreach_ema_update_is_mmcvs_mul_then_add_in_place():
+    # pins: torch._foreach_mul_(tensors, scalar) and _foreach_add_(tensors, others, alpha=)
+    assert hasattr(torch, '_foreach_mul_') and hasattr(torch, '_foreach_add_'), (
+        'torch._foreach_mul_/_foreach_add_ are gone (EMA falls back)')
+    g = torch.Generator().manual_seed(0)
+    averages = [torch.randn(50, generator=g), torch.randn(7, 7, generator=g)]
+    values = [torch.randn(50, generator=g), torch.randn(7, 7, generator=g)]
+    m = 0.0123
+    expected = [a.clone().mul_(1 - m).add_(v, alpha=m) for a, v in zip(averages, values)]
+    foreach_ema_update_(averages, values, m)
     assert all(torch.equal(a, e) for a, e in zip(averages, expected))

@@ -81,6 +81,23 @@ def test_a_malformed_space_file_is_one_clear_error(tmp_path, text, message):
         load_space(path)
 
 
+@pytest.mark.parametrize('text, message', [
+    ("from mtrain.sweep import loguniformm\nspace = {'optimizer.lr': loguniformm(1e-3, 1)}",
+     "line 1: cannot import name 'loguniformm' .*Did you mean 'loguniform'.* no import is "
+     'needed'),
+    ("import math\nspace = {'optimizer.lr': math.lgo(1e-3)}",
+     "line 2: AttributeError: module 'math' has no attribute 'lgo'. .*fix that line"),
+    ("from mtrain.sweeps import uniform", "line 1: No module named 'mtrain.sweeps'"),
+    ("lrs = {}\nspace = {'optimizer.lr': lrs['sgd']}", "line 2: KeyError: 'sgd'"),
+])
+def test_any_exception_in_the_space_file_is_one_line_naming_it(tmp_path, text, message):
+    """Issue 33 item 10: mistakes other than the four handled kinds were tracebacks."""
+    path = _space(tmp_path, text)
+    with pytest.raises(ConfigError, match=message) as error:
+        load_space(path)
+    assert str(error.value).startswith(path) and '\n' not in str(error.value)
+
+
 def test_a_missing_space_file(tmp_path):
     with pytest.raises(ConfigError, match='does not exist; check --space'):
         load_space(str(tmp_path / 'nope.py'))

@@ -23,6 +23,16 @@ def test_a_wrong_space_key_fails_before_any_trial(sweep_dir, sweep_tool, capsys)
     assert os.listdir(sweep_dir) == []  # no study, no trial
 
 
+def test_a_failing_import_in_the_space_is_one_error_line(sweep_dir, sweep_tool, capsys):
+    """Issue 33 item 10, as the user sees it: one line naming the file, no traceback."""
+    command = sweep_command(sweep_dir, "from mtrain.sweep import loguniformm\n"
+                            "space = {'optimizer.lr': loguniformm(1e-3, 1.0)}")
+    assert sweep_tool.main(command[2:]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f'error: {sweep_dir}/../sweep_space.py: '
+                                                   "line 1: cannot import name 'loguniformm'")
+
+
 SEARCH = "space = {'optimizer.lr': loguniform(1e-3, 1.0)}"  # >= 0.9 after 2 epochs: ~[0.035, 0.3]
 
 

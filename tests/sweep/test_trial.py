@@ -3,7 +3,9 @@
 import json
 import sys
 
-from mtrain.config import parse_cfg_options
+import pytest
+
+from mtrain.config import load_config, parse_cfg_options
 from mtrain.sweep import SweepSpec, loguniform
 from mtrain.sweep.sweeper import Sweeper
 from mtrain.sweep.trial import error_line, final_metric, literal, master_port, trial_command
@@ -23,7 +25,24 @@ def test_the_command_carries_the_hook_the_fixed_options_and_exact_values(tmp_pat
     assert hook == dict(type='OptunaPruningHook', storage=f'sqlite:///{tmp_path}/sweep.db',
                         study_name='s', trial_number=3, monitor='accuracy', pruner='median',
                         pruner_args={})
-    assert list(options)[0] == 'custom_hooks'  # first: a space key may refine a hook
+    assert list(options)[-1] == 'custom_hooks'  # last: assembled after every other option
+
+
+@pytest.mark.parametrize('config', [CONFIG, CONFIG.replace('.py', '_mmengine.py')])
+def test_custom_hooks_on_the_command_line_keep_the_pruning_hook(config, tmp_path):
+    """Issue 33 item 5: ``--cfg-options custom_hooks=[...]`` replaced the pruning hook."""
+    spec = SweepSpec(config=config, space_file='s.py', space={}, work_dir=str(tmp_path),
+                     trials=3, study='s', metric='accuracy', direction='maximize',
+                     cfg_options=["custom_hooks=[dict(type='EMAHook', momentum=0.001)]"])
+    command = trial_command(spec, 2, str(tmp_path / 'trial_0002'),
+                            {'custom_hooks.0.momentum': 0.002})
+    # What tools/train.py trains: the config with the trial's options, in mtrain's schema.
+    cfg = load_config(config, parse_cfg_options(command[command.index('--cfg-options') + 1:]))
+    hooks = {h['type']: h for h in cfg.custom_hooks}
+    assert hooks['OptunaPruningHook']['trial_number'] == 2
+    assert hooks['EMAHook']['momentum'] == 0.002
+    assert [h['type'] for h in cfg.custom_hooks].count('ParamSchedulerHook') == (
+        'mmengine' in config)
 
 
 def test_literal_reads_back_as_the_same_value():

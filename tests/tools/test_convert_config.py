@@ -4,6 +4,7 @@ import json
 import os
 
 import torch
+from throwaway_package import write_package
 
 
 def _records(work_dir):
@@ -91,3 +92,17 @@ def test_mmseg_style_schedule_file_converts_with_the_tool(tool, tmp_path, capsys
     assert 'mixes' not in err and '[lossy] param_scheduler: PolyLR' in err  # one step off
     text = out.read_text()
     assert "lr=0.02" in text and "policy='poly'" in text
+
+
+def test_a_package_scoped_base_converts_without_pkg_resources(tool, tmp_path, monkeypatch,
+                                                              capsys):
+    """Issue 33 item 12 through the converter: the package base is read, _scope_ dropped."""
+    monkeypatch.syspath_prepend(str(write_package(tmp_path / 'site')))
+    config = tmp_path / 'cfg.py'
+    config.write_text("_base_ = ['mmyolo::_base_/schedule.py']\n")
+    out = tmp_path / 'mmcv.py'
+    assert tool('convert_config').main([str(config), '--to', 'mmcv', '--out', str(out),
+                                        '--allow-lossy']) == 0
+    text = out.read_text()
+    assert "policy='step'" in text and '_scope_' not in text
+    assert "[note] optim_wrapper._scope_ -> (dropped)" in capsys.readouterr().err

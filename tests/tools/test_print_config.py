@@ -58,3 +58,14 @@ def test_explain_reads_configs_that_reference_base_values(tool, tmp_path, capsys
     assert rows['optimizer.lr'].endswith('child.py') and rows['lr'].endswith('base.py')
     assert rows['optimizer.type'].endswith('base.py')
     assert rows['runner.max_epochs'].endswith('child.py')
+
+
+def test_an_mmengine_config_with_custom_hooks_keeps_its_schedule(tool, repo_root, capsys):
+    """Issue 33, the worst one, as print_config showed it: any custom_hooks (even [])
+    dropped the ParamSchedulerHook from the translated config."""
+    config = os.path.join(repo_root, 'configs', 'digits', 'lenet_digits_mmengine.py')
+    for hooks in ('[]', "[dict(type='EMAHook', momentum=0.001)]"):
+        assert tool('print_config').main([config, '--format', 'json', '--cfg-options',
+                                          f'custom_hooks={hooks}']) == 0
+        printed = json.loads(capsys.readouterr().out)['custom_hooks']
+        assert [h['type'] for h in printed][0] == 'ParamSchedulerHook', printed

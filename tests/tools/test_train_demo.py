@@ -40,3 +40,17 @@ def test_iter_based_runner_with_by_epoch_schedule(train_tool, repo_root, tmp_pat
     assert code == 0
     assert sorted(n for n in os.listdir(tmp_path) if n.startswith('iter_')) == \
         ['iter_45.pth', 'iter_90.pth']
+
+
+def test_mmengine_demo_with_custom_hooks_keeps_its_warmup(train_tool, repo_root, tmp_path):
+    """Issue 33, the worst one, through tools/train.py: with custom_hooks (here an EMAHook)
+    the mmengine config's warmup + cosine still runs (it trained at a constant lr)."""
+    config = os.path.join(repo_root, 'configs', 'digits', 'lenet_digits_mmengine.py')
+    assert train_tool.main([config, '--work-dir', str(tmp_path), '--cfg-options',
+                            'train_cfg.max_epochs=1', 'default_hooks.logger.interval=5',
+                            "custom_hooks=[dict(type='EMAHook', momentum=0.001)]"]) == 0
+    [log] = [n for n in os.listdir(tmp_path) if n.endswith('.log.json')]
+    with open(tmp_path / log) as f:
+        lrs = [r['lr'] for r in map(json.loads, f) if r.get('mode') == 'train']
+    # LinearLR from 0.1 x 0.1 to 0.1 over 20 iterations: logged at iterations 5, 10, ...
+    assert lrs[:4] == sorted(lrs[:4]) and lrs[0] < 0.04 and max(lrs) == 0.1, lrs

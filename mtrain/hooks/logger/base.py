@@ -61,12 +61,13 @@ class LoggerHook(Hook):
                 break
 
     def before_epoch(self, runner) -> None:
-        # The values of the last epoch's partial interval go. A run resumed mid-epoch
-        # (IterBasedRunner: any resume, its one "epoch" is the run) keeps the
-        # checkpoint's pending values, so its first line averages the same
-        # iterations as the uninterrupted run's.
-        resumed_mid_epoch = getattr(runner, '_start_inner_iter', 0) or (
-            runner.max_epochs is None and runner.iter > 0)
+        # The values of the last epoch (or run) go, as mmcv's before_epoch clears. A run
+        # resumed mid-epoch (IterBasedRunner: any resume, its one "epoch" is the run) keeps
+        # the checkpoint's values, so its first line averages the same iterations as the
+        # uninterrupted run's. Told, not inferred: the buffer says it holds a checkpoint's
+        # values (a second run() in one process, at runner.iter > 0, does not).
+        resumed_mid_epoch = runner.log_buffer.restored and (
+            runner.max_epochs is None or getattr(runner, '_start_inner_iter', 0))
         if not resumed_mid_epoch:
             runner.log_buffer.clear()
 
@@ -76,7 +77,8 @@ class LoggerHook(Hook):
         done = (inner if self.by_epoch else runner.iter) + 1
         if done % self.interval == 0 or (runner.data_loader is not self._loader
                                          or self._log_at_end) and self._ends_epoch(runner):
-            runner.log_buffer.average_interval(runner.reduce_log_values)
+            # mmcv's average(interval): each key's latest `interval` values
+            runner.log_buffer.average_interval(runner.reduce_log_values, self.interval)
         if runner.log_buffer.ready:
             # Inside an iteration the runner has not counted the current one yet.
             self._log_and_reset(runner, runner.iter + 1)
@@ -139,6 +141,50 @@ class LoggerHook(Hook):
             line['memory'] = int(torch.cuda.max_memory_allocated(runner.device) / 2**20)
         line.update(output)
         return line
+
+    # -- mmcv 1.7.2's tag helpers, which 1.x logger hooks' log() call ----------
+    @staticmethod
+    def is_scalar(val: Any, include_np: bool = True, include_torch: bool = True) -> bool:
+        """mmcv's: a number, a 0-d numpy array, or a torch tensor of length 1."""
+        if isinstance(val, numbers.Number):
+            return True
+        if include_np and isinstance(val, np.ndarray) and val.ndim == 0:
+            return True
+        return include_torch and isinstance(val, torch.Tensor) and len(val) == 1
+
+    def get_lr_tags(self, runner) -> Dict[str, float]:
+        """mmcv's: ``learning_rate`` (``learning_rate/<name>`` per optimizer of a dict)."""
+        return _per_optimizer('learning_rate', runner.current_lr())
+
+    def get_momentum_tags(self, runner) -> Dict[str, float]:
+        """mmcv's: ``momentum`` (``momentum/<name>`` per optimizer of a dict)."""
+        return _per_optimizer('momentum', runner.current_momentum())
+
+    def get_loggable_tags(self, runner, allow_scalar: bool = True, allow_text: bool = False,
+                          add_mode: bool = True,
+                          tags_to_skip: tuple = ('time', 'data_time')) -> Dict[str, Any]:
+        """mmcv 1.7.2's tags of the current line, as every 1.x logger hook's ``log()`` reads them.
+
+        Each value of ``runner.log_buffer.output`` but ``tags_to_skip`` (scalars
+        unless ``allow_scalar=False``, texts only with ``allow_text=True``,
+        other values as they are), as ``<mode>/<name>`` with ``add_mode``; then
+        :meth:`get_lr_tags` and :meth:`get_momentum_tags`. mtrain's own
+        loggers use :meth:`loggable_tags`, which adds ``train/loss_scale``.
+        """
+        tags: Dict[str, Any] = {}
+        for var, val in runner.log_buffer.output.items():
+            if var in tags_to_skip:
+                continue
+            if self.is_scalar(val) and not allow_scalar:
+                continue
+            if isinstance(val, str) and not allow_text:
+                continue
+            if add_mode:
+                var = f'{self.get_mode(runner)}/{var}'
+            tags[var] = val
+        tags.update(self.get_lr_tags(runner))
+        tags.update(self.get_momentum_tags(runner))
+        return tags
 
     def loggable_tags(self, runner) -> Dict[str, Any]:
         """The current line as mmcv 1.x's tags: what TensorBoard and the trackers write.

@@ -22,6 +22,7 @@ import glob
 import importlib
 import importlib.util
 import os.path as osp
+import sys
 from typing import Any, Callable, Dict, List, Optional
 
 from mmengine.config import Config
@@ -38,9 +39,13 @@ def require_package(module: str, pip_name: str, hook_name: str) -> None:
     """Fail at build time, naming the pip package, when ``module`` is not installed.
 
     ``find_spec`` looks the package up without importing it, so building the
-    hook stays cheap and a run without it never imports the client.
+    hook stays cheap and a run without it never imports the client. A module
+    already in ``sys.modules`` is the client, whatever it is: tests put a mock
+    there (``sys.modules['mlflow'] = MagicMock()``, as mmcv 1.7.2's own tests
+    do), and a mock has no ``__spec__`` for ``find_spec`` to read.
     """
-    if importlib.util.find_spec(module) is None:
+    if sys.modules.get(module) is None and (
+            module in sys.modules or importlib.util.find_spec(module) is None):
         raise ConfigError(
             f'{hook_name} needs the {pip_name} package, which is not installed here: run '
             f"`pip install {pip_name}` (or `pip install -e '.[trackers]'` in an mtrain "
@@ -97,7 +102,7 @@ class TrackerLoggerHook(LoggerHook):
         if runner.rank != 0:
             return
         client = importlib.import_module(self.client)
-        resumed = runner.iter > 0
+        resumed = runner.log_buffer.restored  # (told by the resume, see LogBuffer.restored)
         try:
             self.run_id = self.start(runner, client, resumed)
         except ConfigError:
@@ -143,7 +148,8 @@ class TrackerLoggerHook(LoggerHook):
 
     # -- resume ---------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
-        return {'run_id': self.run_id} if self.run_id else {}
+        # (a mocked client's id is a mock, which a checkpoint cannot pickle: not kept)
+        return {'run_id': self.run_id} if isinstance(self.run_id, str) and self.run_id else {}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.run_id = state.get('run_id')

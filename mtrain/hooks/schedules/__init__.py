@@ -3,7 +3,6 @@
 The layout follows the architecture, bottom up::
 
     formulas.py    pure arithmetic (annealing, warmup factor, cyclic phases), mmcv's order
-    ahead.py       computing mtrain's own by-iteration policies ahead, keyed on their state
     base.py        ScheduleHook: mmcv's update algorithm and override points, progress, warmup
     lr_base.py     LrUpdaterHook: ScheduleHook for param_group['lr']
     lr.py          the LR policies (fixed, step, exp, poly, inv, cosine, ...)

@@ -11,7 +11,6 @@ step is skipped. Only ``policy='Torch'`` counts optimizer updates.
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..hook import Hook
-from .ahead import VOLATILE, AheadCache
 from .formulas import check_min_or_ratio, check_warmup, target_value, warmup_factor
 
 Values = Union[List[float], Dict[str, List[float]]]  # mmcv's shape: per group, or per optimizer
@@ -48,13 +47,13 @@ class ScheduleHook(Hook):
     regular value at the first iteration of each new ``runner.epoch``, and
     ``warmup_by_epoch`` learns the epoch length there (docs/schedules.md).
 
-    **Computed ahead.** mtrain's own policy classes, used as they are, with
-    ``by_epoch=False``, compute the next ``AHEAD`` iterations' values at once
-    and write one row per iteration (:mod:`.ahead`): the same functions, the
-    same numbers. The rows are keyed on everything they depend on (the
-    hook's attributes, ``runner.max_iters``, the methods themselves), so a
-    change mid-run is followed at the next iteration. Any subclass, or a
-    method patched onto the class or the instance, is asked every iteration.
+    Every policy, mtrain's own included, is asked at every iteration it
+    updates, as in mmcv: nothing is cached between iterations, so whatever a
+    policy reads (its attributes, the runner, a new attribute a subclass
+    adds) is read when the value is due. (An earlier version computed
+    mtrain's own by-iteration policies ahead, keyed on a hand-kept list of
+    what they read; it saved 0.3 % of an iteration through ``tools/train.py``
+    (docs/benchmarks.md) and was removed.)
 
     Args:
         by_epoch: the value changes once per epoch (True) or every iteration.
@@ -65,26 +64,8 @@ class ScheduleHook(Hook):
         warmup_by_epoch: ``warmup_iters`` counts epochs.
     """
 
-    #: Whether the value reads the param group beyond its initial value
-    #: (OneCycle momentum's per-group bounds): such a policy is never computed ahead.
-    reads_group = False
     #: mmcv's attribute names for the initial and the regular values.
     _base_attr, _regular_attr = 'base_lr', 'regular_lr'
-    #: The per-group policy method (``get_lr``) mmcv's ``get_regular_*`` asks for each base value.
-    _value_getter: Optional[str] = None
-    #: Moves whenever an attribute the values depend on is assigned or deleted:
-    #: the key of the computed-ahead rows (:mod:`.ahead`).
-    _state_version = 0
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        super().__setattr__(name, value)
-        if name not in VOLATILE:
-            object.__setattr__(self, '_state_version', self._state_version + 1)
-
-    def __delattr__(self, name: str) -> None:
-        super().__delattr__(name)
-        if name not in VOLATILE:
-            object.__setattr__(self, '_state_version', self._state_version + 1)
 
     def __init__(self, by_epoch: bool, warmup: Optional[str], warmup_iters: float,
                  warmup_ratio: float, warmup_by_epoch: bool) -> None:
@@ -97,7 +78,6 @@ class ScheduleHook(Hook):
         self.warmup_epochs: Optional[float] = warmup_iters if warmup_by_epoch else None
         self.warmup_iters: Optional[float] = None if warmup_by_epoch else warmup_iters
         self._regular_epoch: Optional[int] = None  # the epoch the regular value is of
-        self._ahead = AheadCache()
 
     # -- what LrUpdaterHook / MomentumUpdaterHook map onto mmcv's names -----
     def _base_values(self, name: Optional[str], optimizer: Any) -> List[float]:
@@ -154,7 +134,6 @@ class ScheduleHook(Hook):
                 for name, optimizer in _named_optimizers(runner)}
         self._keep_base(base[None] if None in base else base)
         self._regular_epoch = None
-        self._ahead = AheadCache()
 
     def before_train_epoch(self, runner) -> None:
         self._resolve_warmup_iters(runner)
@@ -168,13 +147,6 @@ class ScheduleHook(Hook):
             self._resolve_warmup_iters(runner)
         cur = runner.iter
         if not self.by_epoch:
-            row = self._ahead.row(self, runner, cur)
-            if row is not None:  # mtrain's own policy, computed ahead (see .ahead)
-                # (a plain store: the class is mtrain's own, regular_* is no key; and its
-                # _set / _set_lr only pass the values on to _set_from, checked with the row)
-                object.__setattr__(self, self._regular_attr, row[0])
-                self._set_from(runner, row[1])
-                return
             self._keep_regular(self._get_regular(runner))
             if self.warmup is None or cur >= self.warmup_iters:
                 self._set(runner, self._kept_regular())

@@ -13,7 +13,6 @@ from typing import Optional, Sequence, Union
 
 from ...registry import HOOKS
 from ...utils.errors import AssertedValueError
-from .ahead import own_policy
 from .base import AnnealToMin
 from .lr_base import LrUpdaterHook
 from .lr_cyclic import CyclicLrUpdaterHook, OneCycleLrUpdaterHook
@@ -29,7 +28,6 @@ __all__ = [
 
 
 @HOOKS.register_module()
-@own_policy
 class FixedLrUpdaterHook(LrUpdaterHook):
     """The initial lr throughout (with warmup, if any): ``policy='fixed'``."""
 
@@ -38,7 +36,6 @@ class FixedLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
-@own_policy
 class StepLrUpdaterHook(LrUpdaterHook):
     """Multiply the lr by ``gamma`` every ``step``, or at each milestone in ``step``.
 
@@ -68,7 +65,6 @@ class StepLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
-@own_policy
 class ExpLrUpdaterHook(LrUpdaterHook):
     """``lr = base_lr * gamma ** progress``: ``policy='exp', gamma=0.9``."""
 
@@ -81,7 +77,6 @@ class ExpLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
-@own_policy
 class PolyLrUpdaterHook(LrUpdaterHook):
     """``lr = (base_lr - min_lr) * (1 - progress / total) ** power + min_lr``.
 
@@ -106,7 +101,6 @@ class PolyLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
-@own_policy
 class InvLrUpdaterHook(LrUpdaterHook):
     """``lr = base_lr * (1 + gamma * progress) ** -power``: ``policy='inv', gamma=0.1``."""
 
@@ -128,7 +122,6 @@ class _AnnealToMin(AnnealToMin, LrUpdaterHook):
 
 
 @HOOKS.register_module()
-@own_policy
 class CosineAnnealingLrUpdaterHook(_AnnealToMin):
     """Cosine from the initial lr to the minimum over the whole run.
 
@@ -148,7 +141,6 @@ class CosineAnnealingLrUpdaterHook(_AnnealToMin):
 
 
 @HOOKS.register_module()
-@own_policy
 class LinearAnnealingLrUpdaterHook(_AnnealToMin):
     """A straight line from the initial lr to the minimum over the whole run.
 
@@ -166,7 +158,6 @@ class LinearAnnealingLrUpdaterHook(_AnnealToMin):
 
 
 @HOOKS.register_module()
-@own_policy
 class FlatCosineAnnealingLrUpdaterHook(_AnnealToMin):
     """The initial lr until ``start_percent`` of the run, then cosine to the minimum.
 
@@ -201,7 +192,6 @@ class FlatCosineAnnealingLrUpdaterHook(_AnnealToMin):
 
 
 @HOOKS.register_module()
-@own_policy
 class CosineRestartLrUpdaterHook(_AnnealToMin):
     """Cosine annealing that restarts after each period, the restart scaled by a weight.
 

@@ -37,7 +37,6 @@ class LrUpdaterHook(ScheduleHook):
     """
 
     priority = 'VERY_HIGH'
-    _value_getter = 'get_lr'
 
     def __init__(self, by_epoch: bool = True, warmup: Optional[str] = None,
                  warmup_iters: float = 0, warmup_ratio: float = 0.1,

@@ -9,7 +9,6 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ...registry import HOOKS
 from ...utils.errors import AssertedValueError
-from .ahead import own_policy
 from .lr_base import LrUpdaterHook
 from .formulas import (anneal_func, check_pct_start, cyclic_phases, cyclic_value,
                             normalize_target_ratio, one_cycle_ends, one_cycle_phase, per_group)
@@ -24,7 +23,6 @@ def _reject_by_epoch(owner: str, by_epoch: bool) -> None:
 
 
 @HOOKS.register_module()
-@own_policy
 class CyclicLrUpdaterHook(LrUpdaterHook):
     """Cycles the lr up to ``target_ratio[0]`` × initial and down to ``target_ratio[1]`` ×.
 
@@ -84,7 +82,6 @@ class CyclicLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
-@own_policy
 class OneCycleLrUpdaterHook(LrUpdaterHook):
     """The 1cycle policy (https://arxiv.org/abs/1708.07120): up to ``max_lr``, then far down.
 

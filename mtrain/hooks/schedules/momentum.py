@@ -13,7 +13,6 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ...registry import HOOKS
 from ...utils.errors import AssertedValueError
-from .ahead import own_policy
 from .base import AnnealToMin, ScheduleHook, Values
 from .formulas import (annealing_cos, annealing_linear, anneal_func,
                        check_pct_start, check_steps, cyclic_phases, cyclic_value,
@@ -60,7 +59,6 @@ class MomentumUpdaterHook(ScheduleHook):
 
     priority = 'HIGH'
     _base_attr, _regular_attr = 'base_momentum', 'regular_momentum'
-    _value_getter = 'get_momentum'
 
     def __init__(self, by_epoch: bool = True, warmup: Optional[str] = None,
                  warmup_iters: float = 0, warmup_ratio: float = 0.9,
@@ -111,7 +109,6 @@ class MomentumUpdaterHook(ScheduleHook):
 
 
 @HOOKS.register_module()
-@own_policy
 class StepMomentumUpdaterHook(MomentumUpdaterHook):
     """Multiply the momentum by ``gamma`` every ``step``, or at each milestone.
 
@@ -147,7 +144,6 @@ class _AnnealToMin(AnnealToMin, MomentumUpdaterHook):
 
 
 @HOOKS.register_module()
-@own_policy
 class CosineAnnealingMomentumUpdaterHook(_AnnealToMin):
     """Cosine from the initial momentum to the minimum over the run.
 
@@ -160,7 +156,6 @@ class CosineAnnealingMomentumUpdaterHook(_AnnealToMin):
 
 
 @HOOKS.register_module()
-@own_policy
 class LinearAnnealingMomentumUpdaterHook(_AnnealToMin):
     """A straight line from the initial momentum to the minimum over the run.
 
@@ -173,7 +168,6 @@ class LinearAnnealingMomentumUpdaterHook(_AnnealToMin):
 
 
 @HOOKS.register_module()
-@own_policy
 class CyclicMomentumUpdaterHook(MomentumUpdaterHook):
     """Cycles the momentum inversely to :class:`CyclicLrUpdaterHook`.
 
@@ -220,7 +214,6 @@ class CyclicMomentumUpdaterHook(MomentumUpdaterHook):
 
 
 @HOOKS.register_module()
-@own_policy
 class OneCycleMomentumUpdaterHook(MomentumUpdaterHook):
     """Momentum of the 1cycle policy: down while the lr rises, back up while it falls.
 
@@ -239,7 +232,6 @@ class OneCycleMomentumUpdaterHook(MomentumUpdaterHook):
         **kwargs: :class:`MomentumUpdaterHook` arguments.
     """
 
-    reads_group = True  # each group's own base_momentum / max_momentum
 
     def __init__(self, base_momentum: Union[float, list, dict] = 0.85,
                  max_momentum: Union[float, list, dict] = 0.95, pct_start: float = 0.3,
