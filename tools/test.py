@@ -75,8 +75,7 @@ def evaluate(args: argparse.Namespace) -> dict:
             format_results(hook.dataloader.dataset, results, options)
     if args.format_only:
         return {}
-    hook.evaluate(runner, results)
-    results = runner.eval_results
+    results = hook.score_and_share(runner, results)  # rank 0 scores (as mmcv), all ranks get it
     if is_main_process():
         print(json.dumps(results))
     return results

@@ -24,7 +24,11 @@ class CheckpointHook(Hook):
     The file is written at the end of the stage (``runner.at_stage_end``),
     after the hooks of lower priority, so an epoch's checkpoint holds that
     epoch's evaluation (best score, early stopping) and log state; the
-    priority still orders the hook among the others as in mmcv 1.x.
+    priority still orders the hook among the others as in mmcv 1.x. A runner
+    with its own loop (a 1.x subclass's ``train``) gets the file when mmcv
+    writes it, in this hook's ``after_train_epoch`` / ``after_train_iter``,
+    through its own ``save_checkpoint`` called with mmcv 1.x's arguments
+    when that is all it takes.
 
     Args:
         interval: epochs (or iterations) between checkpoints; -1 saves only
@@ -91,37 +95,72 @@ class CheckpointHook(Hook):
             root = osp.join(root, osp.basename(runner.work_dir.rstrip(osp.sep)))
         self.out_dir = root
         _check_save_arguments(runner, self.args)
+        if self.async_save and not _takes_mtrain_keywords(runner.save_checkpoint):
+            runner.logger.warning(f'async_save is ignored: {type(runner).__name__}.'
+                                  "save_checkpoint takes mmcv 1.x's arguments only, so "
+                                  'checkpoints are written in the foreground')
 
     def after_train_epoch(self, runner) -> None:
+        """Collective: every rank calls it, as in mmcv; saves when due."""
         if self.by_epoch and (self.every_n_epochs(runner, self.interval)
                               or (self.save_last and self.is_last_epoch(runner))):
-            self._save(runner, runner.epoch + 1, self.filename_tmpl or 'epoch_{}.pth')
+            runner.at_stage_end(lambda: self._write(runner))
 
     def after_train_iter(self, runner) -> None:
+        """Collective: every rank calls it, as in mmcv; saves when due."""
         if not self.by_epoch and (self.every_n_iters(runner, self.interval)
                                   or (self.save_last and self.is_last_iter(runner))):
-            self._save(runner, runner.iter + 1, self.filename_tmpl or 'iter_{}.pth')
+            runner.at_stage_end(lambda: self._write(runner))
 
-    def _save(self, runner, number: int, tmpl: str) -> None:
-        # Written once the stage's later hooks have run (EvalHook, early stopping,
-        # loggers): the file then holds the state a resumed run must start from.
-        runner.at_stage_end(lambda: self._write(runner, number, tmpl))
+    def _write(self, runner) -> None:
+        """Collective (mtrain's own): every rank gathers the state, then :meth:`_save_checkpoint`.
 
-    def _write(self, runner, number: int, tmpl: str) -> None:
+        Under mtrain's loops it runs once the stage's later hooks have run
+        (EvalHook, early stopping, loggers), so the file holds the state a
+        resumed run must start from; under a runner with its own loop (a 1.x
+        subclass), at once, when mmcv writes (``runner.at_stage_end``).
+        """
         runner.gather_checkpoint_state(self.save_optimizer)  # every rank; rank 0 writes
-        path = runner.save_checkpoint(
-            self.out_dir, filename_tmpl=tmpl.format(number), save_optimizer=self.save_optimizer,
-            create_symlink=self.create_symlink, background=self.async_save,
-            on_written=lambda path: self._on_written(runner, path, number, tmpl), **self.args)
-        if path is None:  # not rank 0
+        self._save_checkpoint(runner)
+
+    def _save_checkpoint(self, runner) -> None:
+        """Rank-local: write the file on rank 0, note ``last_ckpt``, drop files beyond the last K.
+
+        mmcv 1.x's override point, called on every rank as there (mmcv's own
+        is ``@master_only``: this one returns at once on the other ranks). A
+        runner's ``save_checkpoint`` that takes mmcv 1.x's arguments only (a
+        1.x subclass's own) is called as mmcv calls it, and writes in the
+        foreground.
+        """
+        if runner.rank != 0:
             return
-        runner.logger.info(f'{"Saving" if self.async_save else "Saved"} checkpoint {path}')
+        number = runner.epoch + 1 if self.by_epoch else runner.iter + 1
+        tmpl = self.filename_tmpl or ('epoch_{}.pth' if self.by_epoch else 'iter_{}.pth')
+        path = osp.join(self.out_dir, tmpl.format(number))
+        background = False
+        if _takes_mtrain_keywords(runner.save_checkpoint):
+            background = self.async_save
+            runner.save_checkpoint(
+                self.out_dir, filename_tmpl=tmpl.format(number),
+                save_optimizer=self.save_optimizer, create_symlink=self.create_symlink,
+                background=background,
+                on_written=lambda path: self._on_written(runner, path, number, tmpl), **self.args)
+        else:  # mmcv's call: the template, which the runner formats with its own counter
+            given = {} if self.filename_tmpl is None else {'filename_tmpl': self.filename_tmpl}
+            runner.save_checkpoint(self.out_dir, save_optimizer=self.save_optimizer,
+                                   create_symlink=self.create_symlink, **given, **self.args)
+            self._drop_old(number, tmpl)
+        runner.logger.info(f'{"Saving" if background else "Saved"} checkpoint {path}')
         runner.meta.setdefault('hook_msgs', {})['last_ckpt'] = path
 
     def _on_written(self, runner, path: str, number: int, tmpl: str) -> None:
         """Once ``path`` is whole: report it, and drop files beyond ``max_keep_ckpts``."""
         if self.async_save:
             runner.logger.info(f'Saved checkpoint {path}')
+        self._drop_old(number, tmpl)
+
+    def _drop_old(self, number: int, tmpl: str) -> None:
+        """Remove the files beyond ``max_keep_ckpts`` (the newest, ``number``, is whole)."""
         if self.max_keep_ckpts > 0:
             step = self.interval if self.interval > 0 else 1
             for old in range(number - self.max_keep_ckpts * step, 0, -step):
@@ -140,6 +179,16 @@ def _refuse_typos(kwargs) -> None:
         if near:
             raise ConfigTypeError(f"CheckpointHook does not accept the argument '{name}'. "
                                   f"Did you mean '{near[0]}'?", key=name)
+
+
+def _takes_mtrain_keywords(save_checkpoint) -> bool:
+    """Whether ``save_checkpoint`` names mtrain's ``background`` and ``on_written``.
+
+    A 1.x runner subclass's own ``save_checkpoint(out_dir, filename_tmpl,
+    save_optimizer, meta, create_symlink)`` does not: it is called as mmcv calls it.
+    """
+    taken = inspect.signature(save_checkpoint).parameters
+    return 'background' in taken and 'on_written' in taken
 
 
 def _check_save_arguments(runner, args) -> None:

@@ -176,6 +176,7 @@ class EvalHook(Hook):
         return [s for s in Hook.triggered_stages(self) if s not in idle]
 
     def before_run(self, runner) -> None:
+        """Rank-local: where the best checkpoint goes, and the best so far (a resumed run's)."""
         if not self.out_dir:
             self.out_dir = runner.work_dir
         elif runner.work_dir is not None and self.out_dir != runner.work_dir:
@@ -205,10 +206,12 @@ class EvalHook(Hook):
         self.initial_flag = False
 
     def after_train_epoch(self, runner) -> None:
+        """Collective: every rank calls it, as in mmcv; evaluates when due."""
         if self._should_evaluate(runner):
-            self._do_evaluate(runner)
+            self._evaluate_on_every_rank(runner)
 
     def after_train_iter(self, runner) -> None:
+        """Collective: every rank calls it, as in mmcv; evaluates when due."""
         if not self._should_evaluate(runner):
             return
         # The loggers write this iteration's training line first, so the metrics
@@ -217,7 +220,22 @@ class EvalHook(Hook):
             if isinstance(hook, LoggerHook):
                 hook.after_train_iter(runner)
         runner.log_buffer.clear()
+        self._evaluate_on_every_rank(runner)
+
+    def _evaluate_on_every_rank(self, runner) -> None:
+        """Collective (mtrain's own): :meth:`_do_evaluate`, then what rank 0 decided to every rank.
+
+        1.x ``DistEvalHook._do_evaluate`` overrides (mmcv's own, mmseg 0.x's,
+        mmcls 0.x's) call :meth:`evaluate` and :meth:`_save_ckpt` on rank 0
+        alone; the metrics and the best checkpoint they decided reach the
+        other ranks here, once ``_do_evaluate`` has returned on every rank.
+        mtrain's own ``_do_evaluate`` shares them itself (before the
+        ``after_evaluation`` hooks), and then nothing is left to do here.
+        """
+        self._shared = False
         self._do_evaluate(runner)
+        if not self._shared:  # (the same on every rank: _do_evaluate runs on each)
+            self._share_outcome(runner)
 
     def _evaluates_first(self, current: int) -> bool:
         """mmcv evaluates once before training from ``start`` on; mmengine never does."""
@@ -234,13 +252,27 @@ class EvalHook(Hook):
         return current >= self.start and (current - self.start) % self.interval == 0
 
     # -- what -----------------------------------------------------------------
+    # The distributed contract of each method is mmcv 1.7.2's (docs/distributed.md): 1.x
+    # subclasses override _do_evaluate in mmcv's shape, calling evaluate and _save_ckpt on
+    # rank 0 only, so those two are rank-local; the collectives are in test (every rank
+    # infers its share) and _share_outcome (rank 0's decisions to every rank).
+    _shared = False  # whether this evaluation's outcome was shared (see _evaluate_on_every_rank)
+    _latest_metrics: Optional[Dict[str, Any]] = None  # what evaluate scored, until shared
+    _pending_best: Optional[tuple] = None  # the best checkpoint _save_ckpt chose, until written
+
     def _do_evaluate(self, runner) -> None:
-        """Infer, score, log; keep the best checkpoint."""
+        """Collective: infer on every rank, score on rank 0, share, keep the best checkpoint.
+
+        Every rank calls it, as mmcv's ``DistEvalHook._do_evaluate`` (whose
+        ``test_fn`` gathers the shares); a 1.x subclass may replace it.
+        """
         runner.call_hook('before_evaluation')
         results = self.test(runner)
-        key_score = self.evaluate(runner, results)
-        if self.save_best and key_score:  # mmcv skips a score of 0 (or None) too
-            self._save_ckpt(runner, key_score)  # before after_evaluation: the scored weights
+        if runner.rank == 0:  # the other ranks hold no results (test gathered them on rank 0)
+            key_score = self.evaluate(runner, results)
+            if self.save_best and key_score:  # mmcv skips a score of 0 (or None) too
+                self._save_ckpt(runner, key_score)
+        self._share_outcome(runner)  # before after_evaluation: the best file holds the scored weights
         runner.call_hook('after_evaluation')
 
     @property
@@ -253,7 +285,11 @@ class EvalHook(Hook):
 
     @torch.no_grad()
     def test(self, runner) -> Any:
-        """The whole val set's results on rank 0 (None on the other ranks), on the CPU."""
+        """Collective: the whole val set's results on rank 0 (None on the other ranks), on the CPU.
+
+        Every rank infers its share and the shares are gathered (mtrain's own
+        method; mmcv's ``test_fn`` is called here, on every rank, as in mmcv).
+        """
         was_training = runner.model.training
         try:
             if self.custom_test_fn or uses_mmcv_contract(runner.model):
@@ -286,17 +322,18 @@ class EvalHook(Hook):
         return osp.join(runner.work_dir, '.eval_hook')
 
     def evaluate(self, runner, results: Any) -> Optional[float]:
-        """Score ``results`` on rank 0, share the metrics, log them; the ``save_best`` score."""
-        metrics: Dict[str, Any] = {}
-        if runner.rank == 0:
-            metrics = check_eval_results(self.dataloader.dataset.evaluate(
-                results, logger=runner.logger, **evaluate_kwargs(self, runner)),
-                self.dataloader.dataset)
-        metrics = dict(broadcast_object(metrics))
-        runner.log_buffer.output['eval_iter_num'] = len(self.dataloader)
-        runner.log_buffer.output.update(metrics)
-        runner.log_buffer.ready = True
-        runner.eval_results = metrics
+        """Rank-local: score ``results``, log the metrics; return the ``save_best`` score.
+
+        In a distributed run only rank 0 calls it, as in mmcv 1.x (whose
+        ``DistEvalHook._do_evaluate`` does so, and 1.x subclasses copy it), so
+        it holds no collective; the other ranks get the metrics
+        (``runner.eval_results``, the log buffer) from :meth:`_share_outcome`.
+        """
+        metrics = check_eval_results(self.dataloader.dataset.evaluate(
+            results, logger=runner.logger, **evaluate_kwargs(self, runner)),
+            self.dataloader.dataset)
+        self._latest_metrics = metrics
+        _publish(runner, metrics, len(self.dataloader))
         if self.save_best is None:
             return None
         if not metrics:
@@ -311,7 +348,14 @@ class EvalHook(Hook):
         return metrics[self.key_indicator]
 
     def _save_ckpt(self, runner, key_score: float) -> None:
-        """Keep ``best_<key>_<epoch|iter>_N.pth`` if ``key_score`` beats the best so far."""
+        """Rank-local: if ``key_score`` beats the best so far, make it the best and queue its file.
+
+        Rank 0 alone calls it in a distributed run, as in mmcv 1.x. It notes
+        ``best_score`` and ``best_ckpt`` (``runner.meta['hook_msgs']``); the
+        file ``best_<key>_<epoch|iter>_N.pth`` is written by
+        :meth:`_share_outcome`, with every rank (a sharded model gathers its
+        weights), before the evaluation ends.
+        """
         best = self.init_value_map[self.rule] if self.best_score is None else self.best_score
         if not self.rule_map[self.rule](key_score, best):
             return
@@ -324,18 +368,62 @@ class EvalHook(Hook):
         name = f'best_{self.key_indicator}_{unit}_{number}.pth'
         previous, self.best_ckpt_path = self.best_ckpt_path, osp.join(self.out_dir, name)
         msgs['best_ckpt'] = self.best_ckpt_path  # in the best checkpoint's own meta too
+        self._pending_best = (name, previous, key_score, f'{number} {unit}')
+
+    def score_and_share(self, runner, results: Any) -> Dict[str, Any]:
+        """Collective (mtrain's own): rank 0 scores ``results``, every rank gets the metrics.
+
+        For code that runs :meth:`test` on every rank itself (``tools/test.py``):
+        :meth:`evaluate` on rank 0, then :meth:`_share_outcome`. Returns
+        ``runner.eval_results``.
+        """
         if runner.rank == 0:
-            os.makedirs(self.out_dir, exist_ok=True)
-        # Every rank gathers (a sharded FSDP model's weights); rank 0 writes.
-        runner.gather_checkpoint_state()
-        path = runner.save_checkpoint(self.out_dir, filename_tmpl=name, create_symlink=False)
-        if path is None:
+            self.evaluate(runner, results)
+        self._share_outcome(runner)
+        return runner.eval_results
+
+    def _share_outcome(self, runner) -> None:
+        """Collective (mtrain's own): rank 0's metrics and best checkpoint, on every rank.
+
+        Every rank calls it once per evaluation (from :meth:`_do_evaluate`, or
+        after a 1.x override of it). The other ranks get rank 0's metrics
+        (``runner.eval_results``, read by early stopping on every rank, and
+        the log buffer), its best score and file; then the new best file, if
+        :meth:`_save_ckpt` chose one, is written.
+        """
+        self._shared = True
+        mine = (self._latest_metrics, self.best_score, self.best_ckpt_path, self.rule,
+                self.key_indicator, self._pending_best)
+        self._latest_metrics = self._pending_best = None
+        if runner.world_size > 1:
+            mine = broadcast_object(mine)  # (rank 0's, on every rank)
+        metrics, best_score, best_path, rule, key, pending = mine
+        if runner.rank != 0:
+            if metrics is not None:
+                _publish(runner, metrics, len(self.dataloader))
+            self.best_score, self.best_ckpt_path, self.rule, self.key_indicator = \
+                best_score, best_path, rule, key
+            if self.save_best is not None and best_score is not None:
+                runner.meta.setdefault('hook_msgs', {}).update(best_score=best_score,
+                                                               best_ckpt=best_path)
+        if pending is not None:
+            self._write_best(runner, *pending)
+
+    def _write_best(self, runner, name: str, previous: Optional[str], score: float,
+                    at: str) -> None:
+        """Collective (mtrain's own): every rank gathers the state, rank 0 writes ``name``."""
+        runner.gather_checkpoint_state()  # every rank (a sharded FSDP model's weights)
+        if runner.rank != 0:
             return
+        os.makedirs(self.out_dir, exist_ok=True)
+        # mmcv's call: a 1.x runner's own save_checkpoint takes it too (and returns None)
+        runner.save_checkpoint(self.out_dir, filename_tmpl=name, create_symlink=False)
+        path = osp.join(self.out_dir, name)
         if previous and previous != path and osp.isfile(previous):
             os.remove(previous)  # only once the new best is whole on disk
             runner.logger.info(f'The previous best checkpoint {previous} was removed')
         runner.logger.info(f'Now best checkpoint is saved as {name}.')
-        runner.logger.info(f'Best {self.key_indicator} is {key_score:0.4f} at {number} {unit}.')
+        runner.logger.info(f'Best {self.key_indicator} is {score:0.4f} at {at}.')
 
     def state_dict(self) -> Dict[str, Any]:
         return {'best_score': self.best_score, 'best_ckpt_path': self.best_ckpt_path}
@@ -387,6 +475,7 @@ class DistEvalHook(EvalHook):
         self.gpu_collect = gpu_collect
 
     def test(self, runner) -> Any:
+        """Collective: rank 0's BatchNorm statistics to every rank, then :meth:`EvalHook.test`."""
         if self.broadcast_bn_buffer and runner.world_size > 1:
             for module in runner.model.modules():
                 if isinstance(module, _BatchNorm) and module.track_running_stats:
@@ -397,6 +486,14 @@ class DistEvalHook(EvalHook):
     def _run_test_fn(self, runner) -> Any:
         return self.test_fn(runner.model, self.dataloader, tmpdir=self._tmpdir(runner),
                             gpu_collect=self.gpu_collect)
+
+
+def _publish(runner, metrics: Dict[str, Any], eval_iter_num: int) -> None:
+    """Put ``metrics`` in the log buffer (a line of their own) and ``runner.eval_results``."""
+    runner.log_buffer.output['eval_iter_num'] = eval_iter_num
+    runner.log_buffer.output.update(metrics)
+    runner.log_buffer.ready = True
+    runner.eval_results = metrics
 
 
 def _key_list(keys: Optional[Sequence[str]], default: List[str]) -> List[str]:

@@ -8,6 +8,7 @@ from ..registry import RUNNERS
 from ..utils.errors import AssertedValueError
 from .base_runner import BaseRunner
 from .data_pass import begin_pass
+from .run_checkpoints import drains_stage_end
 
 
 @RUNNERS.register_module()
@@ -49,6 +50,7 @@ class EpochBasedRunner(BaseRunner):
         finally:
             self._end_run()
 
+    @drains_stage_end  # (see at_stage_end)
     def train(self, data_loader: Any) -> None:
         self.model_wrapper.train()
         self.mode = 'train'

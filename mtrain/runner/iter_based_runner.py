@@ -9,6 +9,7 @@ from ..registry import RUNNERS
 from .base_runner import BaseRunner
 from .epoch_based_runner import _check_workflow
 from .iter_loader import IterLoader
+from .run_checkpoints import drains_stage_end
 
 
 @RUNNERS.register_module()
@@ -58,6 +59,7 @@ class IterBasedRunner(BaseRunner):
                 loader.close()
             self._end_run()
 
+    @drains_stage_end  # (see at_stage_end)
     def train(self, data_loader: IterLoader) -> None:
         ensure_training(self.model_wrapper)  # every iteration, as mmcv (a hook may call eval())
         self.mode = 'train'

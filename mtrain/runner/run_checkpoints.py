@@ -20,6 +20,16 @@ from .iter_loader import saved_geometry
 from .rng import get_rng_state, set_rng_state
 
 
+def drains_stage_end(train: Callable) -> Callable:
+    """Mark a loop's ``train``: it runs what :meth:`RunnerCheckpoints.at_stage_end` queued.
+
+    After ``after_train_iter`` and ``after_train_epoch`` it calls
+    ``runner._end_stage()`` before the counters move on.
+    """
+    train.drains_stage_end = True
+    return train
+
+
 class RunnerCheckpoints:
     """``state_dict`` / ``save_checkpoint`` / ``load_checkpoint`` / ``resume`` of a runner."""
 
@@ -149,14 +159,21 @@ class RunnerCheckpoints:
         return ckpt
 
     def at_stage_end(self, fn: Callable[[], Any]) -> None:
-        """Call ``fn`` once every hook of the current stage has run.
+        """Call ``fn`` once every hook of the current stage has run; at once under another loop.
 
         For a checkpoint that must hold what later hooks of the same stage
         change: ``CheckpointHook`` (NORMAL) writes the epoch's file after
         ``EvalHook`` (LOW) has evaluated, so it holds the best score and the
-        early-stopping state of that epoch (docs/robustness.md).
+        early-stopping state of that epoch (docs/robustness.md). Only mtrain's
+        own ``train`` (marked :func:`drains_stage_end`) calls ``fn`` at the
+        stage's end; a runner subclass with its own ``train`` (a 1.x runner
+        alternating optimizers) never would, so ``fn`` runs now, which is when
+        mmcv's hooks act.
         """
-        self._stage_end.append(fn)
+        if getattr(getattr(type(self), 'train', None), 'drains_stage_end', False):
+            self._stage_end.append(fn)
+        else:
+            fn()
 
     def _end_stage(self) -> None:
         """Run what hooks deferred to the end of the stage (the loops call it)."""

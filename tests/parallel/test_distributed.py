@@ -125,7 +125,7 @@ def _eval_job(rank, n, out_dir):
     runner = BaseRunner(MTDistributedDataParallel(_Echo()), logger=get_logger())
     hook = EvalHook(build_dataloader(_IndexDataset(n), 4, 0, shuffle=False))
     predictions = hook.test(runner)  # rank 0 gathers them; the others get None
-    hook.evaluate(runner, predictions)
+    hook.score_and_share(runner, predictions)  # rank 0 scores; every rank gets the metrics
     results = runner.eval_results
     torch.save({'predictions': predictions, 'results': results},
                os.path.join(out_dir, f'rank{rank}.pt'))

@@ -45,6 +45,13 @@ class LoggerHook(Hook):
         self.global_step = 0
 
     def log(self, runner) -> None:
+        """Rank-local: write the current line (``runner.log_buffer.output``).
+
+        1.x logger hooks decorate their ``log`` with ``@master_only``, so it
+        may run on rank 0 alone: it holds no collective. The ranks' values
+        were combined before it, in :meth:`after_train_iter` /
+        :meth:`after_val_epoch` (collective, every rank).
+        """
         raise NotImplementedError
 
     def before_run(self, runner) -> None:
@@ -65,6 +72,7 @@ class LoggerHook(Hook):
             runner.log_buffer.clear()
 
     def after_train_iter(self, runner) -> None:
+        """Collective: every rank calls it, as in mmcv; a due line sums the ranks' values."""
         inner = runner.inner_iter
         done = (inner if self.by_epoch else runner.iter) + 1
         if done % self.interval == 0 or (runner.data_loader is not self._loader
@@ -93,6 +101,7 @@ class LoggerHook(Hook):
             self._log_and_reset(runner, runner.iter)
 
     def after_val_epoch(self, runner) -> None:
+        """Collective: every rank calls it; the val phase's values summed over the ranks."""
         runner.log_buffer.average_interval(runner.reduce_log_values)
         self._log_and_reset(runner, runner.iter)
 
