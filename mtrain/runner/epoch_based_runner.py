@@ -103,7 +103,7 @@ class EpochBasedRunner(BaseRunner):
         index = self._phase[0]
         epoch, start, saved, data = self._resumed_pass(index)  # (mid-pass checkpoint: rare)
         batches, data_pass, notes = begin_pass(data_loader, epoch if data else self._epoch,
-                                               start, saved, data)
+                                               start, saved, data, role='val')
         self._log_notes(notes)
         for i, batch in enumerate(batches, data_pass.index):
             self._inner_iter = i

@@ -42,7 +42,8 @@ class IterBasedRunner(BaseRunner):
             self.call_hook('before_run')
         resumed = (self._epoch, self._start_inner_iter, self._resume_geometry,
                    getattr(self, '_resume_data', None))
-        loaders = [IterLoader(loader, *(resumed if mode == 'train' else self._resumed_pass(i)))
+        loaders = [IterLoader(loader, *(resumed if mode == 'train' else self._resumed_pass(i)),
+                              role=mode)
                    for i, ((mode, _), loader) in enumerate(zip(workflow, data_loaders))]
         self._start_inner_iter, self._resume_data = 0, None
         try:

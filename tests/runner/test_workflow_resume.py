@@ -15,9 +15,10 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from mtrain.hooks import Hook
 from mtrain.parallel import MMDataParallel
 from mtrain.runner import EpochBasedRunner, IterBasedRunner
-from test_user_loader_resume import Indexed, StopAt
+from test_user_loader_resume import Indexed, StopAt, Stream
 
 BATCH = 16  # 4 batches a pass over the 64 samples of Indexed
 
@@ -47,7 +48,8 @@ class Recorder(nn.Module):
         return self._step(data, 'val')
 
 
-def _run(work_dir, by_epoch, length, workflow, resume=None, stop_at=None, interval=100):
+def _run(work_dir, by_epoch, length, workflow, resume=None, stop_at=None, interval=100,
+         hook=None, loaders=None):
     """One run through the Python API with user-built loaders; returns the model."""
     torch.manual_seed(1)
     model = Recorder()
@@ -60,11 +62,13 @@ def _run(work_dir, by_epoch, length, workflow, resume=None, stop_at=None, interv
                                    checkpoint_config=checkpoints, log_config=None)
     if stop_at is not None:
         runner.register_hook(StopAt(stop_at), 'LOWEST')
+    if hook is not None:
+        runner.register_hook(hook)
     if resume is not None:
         runner.resume(str(resume))
-    train = DataLoader(Indexed(), batch_size=BATCH, shuffle=True)
-    val = DataLoader(Indexed(), batch_size=BATCH)
-    runner.run([train, val][:len(workflow)], workflow)
+    loaders = loaders or [DataLoader(Indexed(), batch_size=BATCH, shuffle=True),
+                          DataLoader(Indexed(), batch_size=BATCH)]
+    runner.run(loaders, workflow)
     return model
 
 
@@ -108,3 +112,43 @@ def test_iter_runner_with_a_val_phase_resumes_bitwise(tmp_path, stop_at):
     resumed = _run(tmp_path / 'res', False, 14, workflow, interval=stop_at,
                    resume=tmp_path / 'run' / f'iter_{stop_at}.pth')
     _assert_resumed_as_uninterrupted(reference, resumed, stop_at, stop_at - 1)
+
+
+class SaveInVal(Hook):
+    """Writes ``val.pth`` after val iteration ``n`` of the first val pass (a user's hook)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.saved = n, False
+
+    def after_val_iter(self, runner) -> None:
+        if not self.saved and runner.inner_iter + 1 == self.n:
+            runner.gather_checkpoint_state()
+            runner.save_checkpoint(runner.work_dir, filename_tmpl='val.pth')
+            self.saved = True
+
+
+def test_epoch_runner_resumes_inside_a_val_pass(tmp_path):
+    # A checkpoint written after 2 of the 4 val batches: the resumed run takes the other 2
+    # (from the pass as it was ordered), then trains on.
+    workflow = [('train', 1), ('val', 1)]
+    reference = _run(tmp_path / 'ref', True, 3, workflow)
+    _run(tmp_path / 'run', True, 1, workflow, hook=SaveInVal(2))
+    resumed = _run(tmp_path / 'res', True, 3, workflow, resume=tmp_path / 'run' / 'val.pth')
+    _assert_resumed_as_uninterrupted(reference, resumed, 4, 2)
+
+
+def test_iter_runner_val_loader_resume_note_names_the_val_loader(tmp_path, caplog):
+    # A val loader over an IterableDataset resumed inside its pass: the one-line note says
+    # which loader (it used to say "the train loader" for every loader).
+    workflow = [('train', 1), ('val', 1)]
+
+    def loaders():
+        return [DataLoader(Indexed(), batch_size=BATCH, shuffle=True),
+                DataLoader(Stream(), batch_size=BATCH)]
+
+    _run(tmp_path / 'run', False, 6, workflow, interval=6, loaders=loaders())
+    with caplog.at_level(logging.WARNING, 'mtrain.test'):
+        _run(tmp_path / 'res', False, 8, workflow, interval=6, loaders=loaders(),
+             resume=tmp_path / 'run' / 'iter_6.pth')
+    lines = [r.getMessage() for r in caplog.records if 'IterableDataset' in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith('the val loader (Stream')
