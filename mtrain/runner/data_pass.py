@@ -220,9 +220,9 @@ def _unrecorded(loader: Any, role: str) -> List[Note]:
     """A checkpoint without the pass's note: only mtrain's and sequential samplers are exact."""
     if hasattr(getattr(loader, 'sampler', None), 'set_start_sample') or _sequential(loader):
         return []
-    return [(logging.WARNING, f'{_describe(loader, role)}: the checkpoint does not say what ordered its '
-             'pass (written by mmcv or an older mtrain), so the rest of the pass may hold other '
-             'samples than the interrupted run would have seen')]
+    return [(logging.WARNING, f'{_describe(loader, role)}: the checkpoint does not say what '
+             'ordered its pass (written by mmcv or an older mtrain), so the rest of the pass may '
+             'hold other samples than the interrupted run would have seen')]
 
 
 def _inexact(loader: Any, start: Dict[str, Any], role: str) -> List[Note]:

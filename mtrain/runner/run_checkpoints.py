@@ -13,11 +13,11 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
+from ..utils.dist import gather_to_main
 from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, load_checkpoint,
                          load_optimizer_state, model_state, optimizer_state,
                          save_checkpoint_file, update_latest_link, weights_to_cpu)
 from .checkpoint_writer import snapshot
-from ..utils.dist import gather_to_main
 from .iter_loader import saved_geometry
 from .rank_state import own_rank_state
 from .rng import get_rng_state, set_rng_state

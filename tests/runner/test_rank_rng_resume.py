@@ -82,7 +82,8 @@ def _job(rank, work_dir, out, stop_at, resume):
     numpy_state = np.random.get_state()
     torch.save({'losses': model.losses, 'weight': model.fc.weight.detach().clone(),
                 'bias': model.fc.bias.detach().clone(),
-                'numpy': [numpy_state[1].tolist(), numpy_state[2]]}, osp.join(out, f'rank{rank}.pt'))
+                'numpy': [numpy_state[1].tolist(), numpy_state[2]]},
+               osp.join(out, f'rank{rank}.pt'))
 
 
 def _run(tmp_path, name, work_dir, stop_at=None, resume=None):
