@@ -48,29 +48,27 @@ class IterBasedRunner(BaseRunner):
         self._start_inner_iter, self._resume_data = 0, None
         try:
             self.call_hook('before_epoch')
-            start = self._start_workflow(workflow)
+            phase, first = self._start_workflow(workflow)
             # A resumed run first ends the cycle it was in (the val iteration after the
-            # checkpoint's train iteration), then runs whole cycles.
-            while start != (0, 0) or (self._iter < self._max_iters and not self.should_stop):
-                self._run_cycle(workflow, loaders, start)
-                start = (0, 0)
+            # checkpoint's train iteration), then runs whole cycles. (Inline: a cycle is
+            # often one iteration.)
+            while phase or first or (self._iter < self._max_iters and not self.should_stop):
+                for index in range(phase, len(workflow)):
+                    mode, iters = workflow[index]
+                    self._inner_iter = first
+                    for done in range(first, iters):
+                        if self.should_stop or (mode == 'train' and self._iter >= self._max_iters):
+                            break
+                        self._phase = (index, done + 1)  # where this iteration's checkpoint resumes
+                        getattr(self, mode)(loaders[index])
+                    first = 0
+                phase = 0
             self._save_if_preempted()
             self.call_hook('after_epoch')
         finally:
             for loader in loaders:
                 loader.close()
             self._end_run()
-
-    def _run_cycle(self, workflow, loaders, start) -> None:
-        """One pass through the workflow from ``start`` (phase index, its iterations done)."""
-        for index in range(start[0], len(workflow)):
-            mode, iters = workflow[index]
-            self._inner_iter = first = start[1] if index == start[0] else 0
-            for done in range(first, iters):
-                if self.should_stop or (mode == 'train' and self._iter >= self._max_iters):
-                    break
-                self._phase = (index, done + 1)  # where a checkpoint of this iteration resumes
-                getattr(self, mode)(loaders[index])
 
     def train(self, data_loader: IterLoader) -> None:
         ensure_training(self.model_wrapper)  # every iteration, as mmcv (a hook may call eval())
