@@ -152,3 +152,12 @@ def test_iter_runner_val_loader_resume_note_names_the_val_loader(tmp_path, caplo
              resume=tmp_path / 'run' / 'iter_6.pth')
     lines = [r.getMessage() for r in caplog.records if 'IterableDataset' in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith('the val loader (Stream')
+
+
+@pytest.mark.parametrize('by_epoch', [True, False], ids=['EpochBasedRunner', 'IterBasedRunner'])
+def test_a_stop_ends_the_run_before_the_next_phase(tmp_path, by_epoch):
+    # A stop after a train epoch (iteration) used to run the val phase first: the stopped run
+    # then drew past its own checkpoint. Now it stops where its checkpoint was written.
+    model = _run(tmp_path / 'run', by_epoch, 3 if by_epoch else 12, [('train', 1), ('val', 1)],
+                 stop_at=4, interval=4)
+    assert (len(model.losses['train']), len(model.losses['val'])) == (4, 3 * (not by_epoch))
