@@ -122,6 +122,10 @@ class BaseRunner(HookRegistration, RunnerCheckpoints):
         # The train loader's batch size, and (world size, batch size) of a resumed run.
         self._samples_per_gpu: Optional[int] = None
         self._resume_geometry: Optional[Tuple[int, int]] = None
+        # The loop's place in its workflow, the non-train loaders' passes (workflow_position.py).
+        self._workflow: Optional[List[Tuple[str, int]]] = None
+        self._phase: Tuple[int, int] = (0, 0)
+        self._phase_passes: Dict[int, Tuple[Any, int]] = {}
         self.num_updates = 0  # the one counter of optimizer updates
         self._max_epochs = max_epochs
         self._max_iters = max_iters

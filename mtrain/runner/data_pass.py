@@ -58,7 +58,7 @@ _begun: 'weakref.WeakSet' = weakref.WeakSet()  # loaders a pass of which this pr
 
 @dataclass
 class DataPass:
-    """One pass over the train loader as this run took it.
+    """One pass over a workflow loader (the train loader's, a val loader's) as this run took it.
 
     Attributes:
         epoch: the pass's number.
@@ -208,26 +208,26 @@ def _sequential(loader: Any) -> bool:
                                   for part in samplers)
 
 
-def _describe(loader: Any) -> str:
+def _describe(loader: Any, role: str) -> str:
     sampler = getattr(getattr(loader, 'batch_sampler', None), 'sampler', None) or \
         getattr(loader, 'batch_sampler', None) or getattr(loader, 'sampler', None)
     dataset = getattr(loader, 'dataset', None)
     what = type(dataset if dataset is not None else loader).__name__
-    return f'the train loader ({what}' + (f', {type(sampler).__name__})' if sampler else ')')
+    return f'the {role} loader ({what}' + (f', {type(sampler).__name__})' if sampler else ')')
 
 
-def _unrecorded(loader: Any) -> List[Note]:
+def _unrecorded(loader: Any, role: str) -> List[Note]:
     """A checkpoint without the pass's note: only mtrain's and sequential samplers are exact."""
     if hasattr(getattr(loader, 'sampler', None), 'set_start_sample') or _sequential(loader):
         return []
-    return [(logging.WARNING, f'{_describe(loader)}: the checkpoint does not say what ordered its '
-             'pass (written by mmcv or an older mtrain), so the rest of the pass may hold other '
-             'samples than the interrupted run would have seen')]
+    return [(logging.WARNING, f'{_describe(loader, role)}: the checkpoint does not say what '
+             'ordered its pass (written by mmcv or an older mtrain), so the rest of the pass may '
+             'hold other samples than the interrupted run would have seen')]
 
 
-def _inexact(loader: Any, start: Dict[str, Any]) -> List[Note]:
+def _inexact(loader: Any, start: Dict[str, Any], role: str) -> List[Note]:
     """One line for each way the resumed pass will differ from the checkpointed one."""
-    name, notes = _describe(loader), []
+    name, notes = _describe(loader, role), []
     if isinstance(getattr(loader, 'dataset', None), IterableDataset):
         notes.append((logging.WARNING, f'{name} reads an IterableDataset: the consumed batches are '
                       'read again and dropped, and the rest of the pass is the same only if the '
@@ -248,7 +248,8 @@ def _inexact(loader: Any, start: Dict[str, Any]) -> List[Note]:
 
 
 def begin_pass(loader: Any, epoch: int, start: int = 0, saved: Optional[Geometry] = None,
-               data: Optional[Dict[str, Any]] = None) -> Tuple[Iterator, DataPass, List[Note]]:
+               data: Optional[Dict[str, Any]] = None,
+               role: str = 'train') -> Tuple[Iterator, DataPass, List[Note]]:
     """Begin pass ``epoch`` over ``loader``, after its first ``start`` batches when resuming.
 
     Args:
@@ -258,6 +259,7 @@ def begin_pass(loader: Any, epoch: int, start: int = 0, saved: Optional[Geometry
         saved: the ``(world size, samples per process)`` that consumed them
             (default: this run's).
         data: the checkpoint's ``data`` entry (:meth:`DataPass.checkpoint`).
+        role: the loader's workflow phase (``'train'``, ``'val'``), for the notes.
 
     Returns:
         ``(batches, data_pass, notes)``: the iterator to take batches from,
@@ -272,10 +274,10 @@ def begin_pass(loader: Any, epoch: int, start: int = 0, saved: Optional[Geometry
     old_world, old_batch = saved or (world_size, batch_size)
     resumed = data.get('pass_start') if data and data.get('epoch') == epoch else None
     if resumed is None:  # the pass continues from the run's RNG state as it is now
-        record, notes = pass_start(loader, workers_running), _unrecorded(loader)
+        record, notes = pass_start(loader, workers_running), _unrecorded(loader, role)
         position = start * (old_batch or 1) * old_world
     else:
-        record, notes, position = resumed, _inexact(loader, resumed), data['samples']
+        record, notes, position = resumed, _inexact(loader, resumed, role), data['samples']
     by_sample = hasattr(getattr(loader, 'sampler', None), 'set_start_sample') and batch_size
     if not by_sample and (old_world, old_batch) != (world_size, batch_size):
         notes.append((logging.WARNING, _geometry_note(old_world, old_batch, world_size,

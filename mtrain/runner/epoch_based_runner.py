@@ -16,7 +16,11 @@ class EpochBasedRunner(BaseRunner):
     """Run whole epochs of each workflow phase until ``max_epochs``.
 
     ``workflow=[('train', 1)]`` trains; ``[('train', 2), ('val', 1)]`` adds a
-    val phase (eval mode, no grad, losses logged) every two epochs.
+    val phase (eval mode, no grad, losses logged) every two epochs. A resumed
+    run continues at the checkpoint's place in the workflow (after
+    ``epoch_1.pth``: the val pass that followed it), see
+    :mod:`.workflow_position`; a stop (``should_stop``) ends the run before the
+    next pass of any phase.
     """
 
     default_ckpt_tmpl = 'epoch_{}.pth'
@@ -39,16 +43,25 @@ class EpochBasedRunner(BaseRunner):
                              f'max: {self._max_epochs} epochs')
             self.call_hook('before_run')
         try:
-            while self._epoch < self._max_epochs and not self.should_stop:
-                for (mode, epochs), loader in zip(workflow, data_loaders):
-                    for _ in range(epochs):
-                        if mode == 'train' and (self._epoch >= self._max_epochs
-                                                or self.should_stop):
-                            break
-                        getattr(self, mode)(loader)
+            start = self._start_workflow(workflow)
+            # A resumed run first ends the cycle it was in (even past max_epochs: the val pass
+            # after the last train epoch), then runs whole cycles.
+            while start != (0, 0) or (self._epoch < self._max_epochs and not self.should_stop):
+                self._run_cycle(workflow, data_loaders, start)
+                start = (0, 0)
             self._save_if_preempted()
         finally:
             self._end_run()
+
+    def _run_cycle(self, workflow, data_loaders, start) -> None:
+        """One pass through the workflow from ``start`` (phase index, its epochs done)."""
+        for index in range(start[0], len(workflow)):
+            mode, epochs = workflow[index]
+            for done in range(start[1] if index == start[0] else 0, epochs):
+                if self.should_stop or (mode == 'train' and self._epoch >= self._max_epochs):
+                    break
+                self._phase = (index, done)  # a checkpoint from here on resumes in this pass
+                getattr(self, mode)(data_loaders[index])
 
     @drains_stage_end  # (see at_stage_end)
     def train(self, data_loader: Any) -> None:
@@ -61,8 +74,7 @@ class EpochBasedRunner(BaseRunner):
             data_loader, self._epoch, self._start_inner_iter, self._resume_geometry,
             getattr(self, '_resume_data', None))
         start, self._start_inner_iter, self._resume_data = self._data_pass.index, 0, None
-        for level, note in notes:
-            self.logger.log(level, note)
+        self._log_notes(notes)
         for i, batch in enumerate(batches, start):
             self._inner_iter = i
             self.data_batch = batch
@@ -79,6 +91,7 @@ class EpochBasedRunner(BaseRunner):
             if self.should_stop and i + 1 < len(data_loader):
                 return  # stopped mid-epoch (preemption): no epoch-end hooks
         self._resume_point = (self._epoch + 1, 0, self._iter)
+        self._phase = (self._phase[0], self._phase[1] + 1)  # (the epoch-end checkpoint: next)
         self.call_hook('after_train_epoch')
         self._end_stage()
         self._epoch += 1
@@ -89,13 +102,21 @@ class EpochBasedRunner(BaseRunner):
         self.mode = 'val'
         self.data_loader = data_loader
         self.call_hook('before_val_epoch')
-        for i, batch in enumerate(data_loader):
+        index = self._phase[0]
+        epoch, start, saved, data = self._resumed_pass(index)  # (mid-pass checkpoint: rare)
+        batches, data_pass, notes = begin_pass(data_loader, epoch if data else self._epoch,
+                                               start, saved, data, role='val')
+        self._log_notes(notes)
+        for i, batch in enumerate(batches, data_pass.index):
             self._inner_iter = i
             self.data_batch = batch
             self.call_hook('before_val_iter')
             self.run_iter(batch, train_mode=False)
+            self._phase_passes[index] = (data_pass, i + 1)
             self.call_hook('after_val_iter')
             self.data_batch = None
+        self._phase_passes.pop(index, None)  # a whole pass: nothing of it to resume
+        self._phase = (index, self._phase[1] + 1)
         self.call_hook('after_val_epoch')
 
 

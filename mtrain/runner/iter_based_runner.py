@@ -23,6 +23,9 @@ class IterBasedRunner(BaseRunner):
     loggers and lr/momentum schedules (as mmcv 1.x; the table is
     :mod:`mtrain.defaults`); a schedule given
     ``by_epoch=True`` follows ``runner.epoch``, the passes over the loader.
+    A resumed run continues at the checkpoint's place in the workflow, with
+    each loader at its next batch (:mod:`.workflow_position`); a stop
+    (``should_stop``) ends the run before the next iteration of any phase.
     """
 
     default_ckpt_tmpl = 'iter_{}.pth'
@@ -40,18 +43,27 @@ class IterBasedRunner(BaseRunner):
             self.call_hook('before_run')
         resumed = (self._epoch, self._start_inner_iter, self._resume_geometry,
                    getattr(self, '_resume_data', None))
-        loaders = [IterLoader(loader, *resumed) if mode == 'train' else IterLoader(loader)
-                   for (mode, _), loader in zip(workflow, data_loaders)]
+        loaders = [IterLoader(loader, *(resumed if mode == 'train' else self._resumed_pass(i)),
+                              role=mode)
+                   for i, ((mode, _), loader) in enumerate(zip(workflow, data_loaders))]
         self._start_inner_iter, self._resume_data = 0, None
         try:
             self.call_hook('before_epoch')
-            while self._iter < self._max_iters and not self.should_stop:
-                for (mode, iters), loader in zip(workflow, loaders):
-                    self._inner_iter = 0
-                    for _ in range(iters):
-                        if mode == 'train' and (self._iter >= self._max_iters or self.should_stop):
+            phase, first = self._start_workflow(workflow)
+            # A resumed run first ends the cycle it was in (the val iteration after the
+            # checkpoint's train iteration), then runs whole cycles. (Inline: a cycle is
+            # often one iteration.)
+            while phase or first or (self._iter < self._max_iters and not self.should_stop):
+                for index in range(phase, len(workflow)):
+                    mode, iters = workflow[index]
+                    self._inner_iter = first
+                    for done in range(first, iters):
+                        if self.should_stop or (mode == 'train' and self._iter >= self._max_iters):
                             break
-                        getattr(self, mode)(loader)
+                        self._phase = (index, done + 1)  # where this iteration's checkpoint resumes
+                        getattr(self, mode)(loaders[index])
+                    first = 0
+                phase = 0
             self._save_if_preempted()
             self.call_hook('after_epoch')
         finally:
@@ -67,9 +79,7 @@ class IterBasedRunner(BaseRunner):
         self._epoch = data_loader.epoch  # read before the batch, as mmcv (a new pass shows next)
         batch = next(data_loader)
         if data_loader.resume_notes:
-            for level, note in data_loader.resume_notes:
-                self.logger.log(level, note)
-            data_loader.resume_notes.clear()
+            self._log_notes(data_loader.resume_notes)
         self._data_pass = data_loader.data_pass
         self._samples_per_gpu = data_loader.batch_size
         self.data_batch = batch
@@ -91,6 +101,9 @@ class IterBasedRunner(BaseRunner):
         self.mode = 'val'
         self.data_loader = data_loader
         batch = next(data_loader)
+        if data_loader.resume_notes:
+            self._log_notes(data_loader.resume_notes)
+        self._phase_passes[self._phase[0]] = (data_loader.data_pass, data_loader.consumed)
         self.data_batch = batch
         self.call_hook('before_val_iter')
         self.run_iter(batch, train_mode=False)

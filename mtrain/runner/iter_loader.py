@@ -37,11 +37,14 @@ class IterLoader:
         start: batches of that epoch already consumed (after a resume).
         saved: the geometry that consumed them (see :func:`.data_pass.begin_pass`).
         data: the checkpoint's ``data`` entry (after a resume).
+        role: the loader's workflow phase (``'train'``, ``'val'``), for resume notes.
     """
 
     def __init__(self, data_loader: Any, epoch: int = 0, start: int = 0,
-                 saved: Optional[Geometry] = None, data: Optional[Dict[str, Any]] = None) -> None:
+                 saved: Optional[Geometry] = None, data: Optional[Dict[str, Any]] = None,
+                 role: str = 'train') -> None:
         self._loader = data_loader
+        self._role = role
         self._epoch = epoch
         self._start = start
         self._saved = saved
@@ -65,7 +68,7 @@ class IterLoader:
         if hasattr(sampler, 'set_epoch'):
             sampler.set_epoch(self._epoch)
         self._iter, self.data_pass, notes = begin_pass(self._loader, self._epoch, self._start,
-                                                       self._saved, self._data)
+                                                       self._saved, self._data, self._role)
         self.resume_notes += notes
         self.consumed = self.data_pass.index
         self._start, self._data = 0, None

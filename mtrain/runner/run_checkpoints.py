@@ -4,20 +4,25 @@ A mixin of :class:`~mtrain.runner.BaseRunner` (kept apart so the runner's
 own file stays about the loop's state and hooks). The names and arguments are
 mmcv 1.x's ``save_checkpoint`` / ``load_checkpoint`` / ``resume``; what is
 saved is everything the rest of the run depends on (weights, optimizer, each
-stateful hook, the log buffer, the RNG, the exact position in the data).
+stateful hook, the log buffer, every rank's RNG, the exact position in the
+data and in the workflow).
 """
 
 import os.path as osp
 import time
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
+from ..utils.dist import gather_to_main
 from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, load_checkpoint,
                          load_optimizer_state, model_state, optimizer_state,
                          save_checkpoint_file, update_latest_link, weights_to_cpu)
 from .checkpoint_writer import snapshot
 from .iter_loader import saved_geometry
+from .rank_state import own_rank_state
 from .rng import get_rng_state, set_rng_state
+from .workflow_position import (START, Position, phase_pass_state, plain_workflow,
+                                resume_start, resumed_pass_args)
 
 
 def drains_stage_end(train: Callable) -> Callable:
@@ -59,16 +64,33 @@ class RunnerCheckpoints:
                              samples_per_gpu=self._samples_per_gpu),
             'hooks': hook_states,
             'log_buffer': self.log_buffer.state_dict(),
-            'rng': get_rng_state(),
         }
-        if getattr(self, '_data_pass', None) is not None:  # what ordered the pass (data_pass.py)
-            ckpt['data'] = self._data_pass.checkpoint(progress['epoch'], progress['inner_iter'])
+        workflow = getattr(self, '_workflow', None)
+        if workflow is not None:  # where the loop is in it (workflow_position.py)
+            ckpt['progress'].update(phase=list(getattr(self, '_phase', START)),
+                                    workflow=plain_workflow(workflow))
+        ckpt.update(self._rank_state(progress))  # this rank's (all ranks': see rank_state.py)
         if save_optimizer and self.optimizer is not None:
             ckpt['optimizer'] = optimizer_state(self.model_wrapper, self.optimizer)
         if copy:  # every tensor copied to the host once, GPU or not
             return snapshot(ckpt)
         ckpt['state_dict'] = weights_to_cpu(ckpt['state_dict'])
         return ckpt
+
+    def _rank_state(self, progress: Dict[str, int]) -> Dict[str, Any]:
+        """What differs from rank to rank: the RNG, and what ordered each loader's pass.
+
+        ``data``: the train loader's pass (data_pass.py); ``passes``: each
+        other loader's, by its index in the workflow. Rank-local.
+        """
+        state: Dict[str, Any] = {'rng': get_rng_state()}
+        if getattr(self, '_data_pass', None) is not None:
+            state['data'] = self._data_pass.checkpoint(progress['epoch'], progress['inner_iter'])
+        passes = getattr(self, '_phase_passes', None)
+        if passes:
+            state['passes'] = {index: phase_pass_state(data_pass, consumed, self.world_size)
+                               for index, (data_pass, consumed) in passes.items()}
+        return state
 
     def _named_hook_states(self):
         for key, hook in self._named_hooks():
@@ -80,9 +102,10 @@ class RunnerCheckpoints:
         """Collect what only every rank together can give a checkpoint of this point.
 
         A collective: every rank calls it, then rank 0 calls
-        :meth:`save_checkpoint`. It gathers the ranks' half-accumulated
-        gradients inside an accumulation window and, for a sharded (FSDP)
-        model, the full state. ``CheckpointHook``, the preemption save and
+        :meth:`save_checkpoint`. It gathers every rank's RNG and data-order
+        state (:mod:`.rank_state`), the ranks' half-accumulated gradients
+        inside an accumulation window and, for a sharded (FSDP) model, the
+        full state. ``CheckpointHook``, the preemption save and
         ``EvalHook``'s best checkpoint call it; :meth:`save_checkpoint` itself
         is rank-local, so a 1.x hook that saves on rank 0 only (``@master_only``)
         never waits for the other ranks.
@@ -90,11 +113,13 @@ class RunnerCheckpoints:
         self.wait_for_checkpoint()
         if self.optim_step is not None:
             self.optim_step.gather_window()
-        state = None
-        if self.world_size > 1 and getattr(self.model_wrapper, 'collective_checkpoint', False):
-            # The gather takes every rank; rank 0 keeps a host copy until it writes.
-            state = self.state_dict(save_optimizer, copy=self.rank == 0)
-        self._gathered = (self._point(), save_optimizer, state if self.rank == 0 else None)
+        state = ranks = None
+        if self.world_size > 1:
+            ranks = gather_to_main(self._rank_state(self._progress()))
+            if getattr(self.model_wrapper, 'collective_checkpoint', False):
+                # The gather takes every rank; rank 0 keeps a host copy until it writes.
+                state = self.state_dict(save_optimizer, copy=self.rank == 0)
+        self._gathered = (self._point(), save_optimizer, state if self.rank == 0 else None, ranks)
 
     def _point(self) -> Tuple[int, int, int]:
         progress = self._progress()
@@ -143,19 +168,22 @@ class RunnerCheckpoints:
 
     def _checkpoint_of_this_point(self, save_optimizer: bool, copy: bool) -> Dict[str, Any]:
         """The state to write: gathered by every rank for this point, or rank 0's own."""
-        point, gathered_optimizer, state = getattr(self, '_gathered', (None, None, None))
+        point, gathered_optimizer, state, ranks = getattr(self, '_gathered', (None,) * 4)
         gathered = point == self._point() and gathered_optimizer == save_optimizer
         if gathered and state is not None:
-            self._gathered = (point, gathered_optimizer, None)  # written once, then let go
-            return state
-        if self.world_size > 1 and getattr(self.model_wrapper, 'collective_checkpoint', False):
+            self._gathered = (point, gathered_optimizer, None, ranks)  # written once, then let go
+            ckpt = state
+        elif self.world_size > 1 and getattr(self.model_wrapper, 'collective_checkpoint', False):
             raise CheckpointError(
                 'a sharded (FSDP) model needs every rank to write a checkpoint: call '
                 'runner.gather_checkpoint_state() on every rank first (CheckpointHook does), '
                 'then runner.save_checkpoint(...) on rank 0')
-        ckpt = self.state_dict(save_optimizer, copy=copy)
+        else:
+            ckpt = self.state_dict(save_optimizer, copy=copy)
         if not gathered:
             _drop_other_ranks_window(ckpt, self)
+        elif ranks is not None:
+            ckpt['ranks'] = ranks  # every rank's RNG and data-order state (rank_state.py)
         return ckpt
 
     def at_stage_end(self, fn: Callable[[], Any]) -> None:
@@ -232,7 +260,12 @@ class RunnerCheckpoints:
         self._resume_point = (progress['epoch'], progress['inner_iter'], progress['iter'])
         self.num_updates = progress['num_updates']
         self._resume_geometry = saved_geometry(progress, self.world_size, self.logger)
-        self._resume_data = ckpt.get('data')
+        own, note = own_rank_state(ckpt, self.rank, self.world_size)
+        if note is not None:
+            self.logger.warning(note)
+        self._resume_data = own.get('data')
+        # Where the loop resumes in the workflow, and the other loaders' passes (run() reads them).
+        self._resume_progress, self._resume_passes = progress, own.get('passes') or {}
         self.meta.setdefault('hook_msgs', {}).update(ckpt.get('meta', {}).get('hook_msgs', {}))
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
             load_optimizer_state(self.model_wrapper, self.optimizer, ckpt['optimizer'])
@@ -244,10 +277,37 @@ class RunnerCheckpoints:
                 self.logger.warning(f'checkpoint has state for hook {key}, which this run '
                                     'does not have; it is ignored')
         self.log_buffer.load_state_dict(ckpt.get('log_buffer', {}))
-        if 'rng' in ckpt:
-            set_rng_state(ckpt['rng'])
+        if 'rng' in own:
+            set_rng_state(own['rng'])
         self.logger.info(f'resumed from {checkpoint}: epoch {self._epoch}, '
                          f'iter {self._iter}, update {self.num_updates}')
+
+    def _start_workflow(self, workflow: Sequence[Tuple[str, int]]) -> Position:
+        """Where the loop's first cycle starts: the checkpoint's position after a resume.
+
+        The loops call it once per ``run()``; see :mod:`.workflow_position`.
+        """
+        self._workflow = list(workflow)
+        start, note = resume_start(getattr(self, '_resume_progress', None), workflow)
+        if note is not None:
+            self.logger.warning(note)
+        self._resume_progress, self._phase, self._phase_passes = None, start, {}
+        return start
+
+    def _resumed_pass(self, index: int) -> tuple:
+        """``(epoch, start, saved geometry, data)`` of workflow loader ``index`` at the resume.
+
+        Once: the loader's first pass after the resume takes it (a non-train loader; the
+        train loader's is ``_resume_data``).
+        """
+        entry = getattr(self, '_resume_passes', {}).pop(index, None)
+        return resumed_pass_args(entry, (self._resume_geometry or (self.world_size,))[0])
+
+    def _log_notes(self, notes: List[Tuple[int, str]]) -> None:
+        """Log a resumed pass's ``(level, line)`` notes (:func:`.data_pass.begin_pass`), once."""
+        for level, note in notes:
+            self.logger.log(level, note)
+        notes.clear()
 
     def _named_hooks(self):
         """``(key, hook)`` pairs; a second hook of the same class is ``Name#2``."""

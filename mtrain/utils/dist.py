@@ -4,7 +4,7 @@ Joining a process group is :func:`mtrain.utils.launch.init_dist`.
 """
 
 import functools
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -123,6 +123,20 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     holder = [obj]
     dist.broadcast_object_list(holder, src=src)
     return holder[0]
+
+
+def gather_to_main(obj: Any) -> Optional[List[Any]]:
+    """Every rank's ``obj`` in rank order, on rank 0; None on the others.
+
+    Collective: every rank must call it. For small picklable states each rank
+    holds its own of (e.g. its RNG states, for a checkpoint rank 0 writes).
+    """
+    rank, world_size = get_dist_info()
+    if world_size == 1:
+        return [obj]
+    gathered: Optional[List[Any]] = [None] * world_size if rank == 0 else None
+    dist.gather_object(obj, gathered, dst=0)
+    return gathered
 
 
 def allreduce_grads(params: List[torch.nn.Parameter], coalesce: bool = True,

@@ -42,7 +42,7 @@ def test_iteration_checkpoints_under_epoch_runner(make_runner, toy_loader, tmp_p
         ['iter_10.pth', 'iter_15.pth', 'iter_16.pth', 'iter_5.pth']
     progress = load_checkpoint_file(str(tmp_path / 'iter_5.pth'))['progress']
     assert progress == dict(epoch=0, inner_iter=5, iter=5, num_updates=5, world_size=1,
-                            samples_per_gpu=8)
+                            samples_per_gpu=8, phase=[0, 0], workflow=[['train', 1]])
 
 
 def test_checkpoint_is_readable_by_mmengine(make_runner, toy_loader, tmp_path, toy_model):

@@ -334,6 +334,22 @@ def test_user_built_loader_killed_mid_pass_resumes_bitwise(tmp_path, runner, sam
 
 
 @pytest.mark.parametrize('runner', ['Epoch', 'Iter'])
+def test_user_built_loaders_with_a_val_phase_killed_resume_bitwise(tmp_path, runner):
+    # workflow [('train', 1), ('val', 1)] on 2 processes, both loaders without a generator
+    # (issue 33): killed mid-pass 1, after epoch_1.pth (written before epoch 0's val pass) or
+    # after iter_16.pth (before the val iteration that follows it).
+    spec = dict(runner=runner, sampler='shuffle', batch=8, val=True,
+                length=2 if runner == 'Epoch' else 26, interval=1 if runner == 'Epoch' else 4)
+    assert _user_run(tmp_path / 'ref', tmp_path / 'ref', 2, **spec) == [0, 0]
+    assert set(_user_run(tmp_path / 'run', tmp_path / 'run', 2, kill_at=19, **spec)) == {-9}
+    assert _user_run(tmp_path / 'run', tmp_path / 'run', 2, resume=True, **spec) == [0, 0]
+    assert user_seen(tmp_path / 'run', 2) == user_seen(tmp_path / 'ref', 2)
+    for a, b in zip(torch.load(tmp_path / 'run' / 'final.pth').values(),
+                    torch.load(tmp_path / 'ref' / 'final.pth').values()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize('runner', ['Epoch', 'Iter'])
 def test_second_resume_after_a_geometry_change_sees_each_sample_once(tmp_path, runner):
     # 96 samples, mtrain's sampler. 2 processes x 8 until iteration 2 (32 samples), resumed
     # on 1 process x 12 until iteration 4 (24 more: at sample 56, not a multiple of 12),

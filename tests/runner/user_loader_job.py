@@ -4,7 +4,9 @@ training code hands it to ``runner.run`` (the kill-anywhere matrix's user-loader
 ``job(rank, spec)`` runs in each forked rank (``dist_launch.launch``). Every iteration each
 rank appends ``epoch iter idx,idx,...`` to ``seen_rank<r>.txt`` in ``spec['out']``; rank 0
 saves the final weights there as ``final.pth``. ``spec['kill_at']`` SIGKILLs every rank
-after that iteration's hooks (before its checkpoint is written).
+after that iteration's hooks (before its checkpoint is written). ``spec['val']`` adds a
+``('val', 1)`` phase over a user-built val loader (no generator: each pass draws from the
+global torch RNG); the epoch runner then writes a checkpoint at each epoch's end.
 """
 
 import logging
@@ -45,8 +47,10 @@ class Recorder(nn.Module):
         return self.fc(x)
 
     def train_step(self, data, optimizer):
-        loss = (self.fc(nn.functional.dropout(data['x'], 0.5)) ** 2).mean()
+        loss = (self.fc(nn.functional.dropout(data['x'], 0.5, self.training)) ** 2).mean()
         return dict(loss=loss, log_vars={'loss': loss.detach()}, num_samples=len(data['idx']))
+
+    val_step = train_step  # (in eval mode: no dropout)
 
 
 class Note(Hook):
@@ -90,13 +94,18 @@ def job(rank: int, spec: dict) -> None:
                                   logger=logging.getLogger('mtrain.test'),
                                   max_epochs=spec['length'])
         runner.register_hook(DistSamplerSeedHook())
+    by_epoch = bool(spec.get('val')) and spec['runner'] == 'Epoch'
     runner.register_training_hooks(lr_config=None, optimizer_config=dict(grad_clip=None),
                                    checkpoint_config=dict(interval=spec['interval'],
-                                                          by_epoch=False), log_config=None)
+                                                          by_epoch=by_epoch), log_config=None)
     runner.register_hook(Note(spec['out'], rank, spec.get('kill_at')))
     if spec.get('resume'):
         runner.resume(osp.join(spec['work_dir'], 'latest.pth'))
-    runner.run([_loader(spec['sampler'], spec['batch'])], [('train', 1)])
+    loaders, workflow = [_loader(spec['sampler'], spec['batch'])], [('train', 1)]
+    if spec.get('val'):
+        loaders.append(DataLoader(Indexed(), batch_size=spec['batch']))
+        workflow.append(('val', 1))
+    runner.run(loaders, workflow)
     if rank == 0:
         torch.save({k: v.clone() for k, v in model.state_dict().items()},
                    osp.join(spec['out'], 'final.pth'))
