@@ -57,6 +57,23 @@ def check_eval_config(dataloader: Any, eval_kwargs: Dict[str, Any], save_best: O
                           key='evaluation.save_best')
 
 
+def dataset_eval_kwargs(evaluation: Dict[str, Any], hook_classes: Sequence[type]) -> Dict[str, Any]:
+    """The ``evaluation`` keys a hook passes on to ``dataset.evaluate`` (its ``**eval_kwargs``).
+
+    A key that no class in ``hook_classes`` (nor its bases) names in its
+    ``__init__`` goes to ``evaluate``, as when the hook is built in training;
+    ``type`` picks the hook. ``tools/test.py`` scores a checkpoint with these,
+    so ``topk``, ``iou_thr``... mean what they meant in the training run's
+    evaluation (mmdet 2.x's ``test.py`` pops a fixed list of hook keys instead).
+    """
+    own = {'type'}
+    for cls in {base for hook_cls in hook_classes for base in hook_cls.__mro__}:
+        if '__init__' in vars(cls):
+            own.update(name for name, p in inspect.signature(cls.__init__).parameters.items()
+                       if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    return {key: value for key, value in evaluation.items() if key not in own}
+
+
 def _check_arguments(evaluate: Any, eval_kwargs: Dict[str, Any], dataset_name: str,
                      hook_cls: type) -> None:
     """Extra ``evaluation`` keys go to ``dataset.evaluate``: reject those it does not take."""
