@@ -139,6 +139,26 @@ def check_eval_results(metrics: Any, dataset: Any) -> Dict[str, Any]:
     return {name: _plain(name, value, where) for name, value in metrics.items()}
 
 
+def best_score(metrics: Dict[str, Any], key: str, save_best: str, dataset: Any) -> Any:
+    """``metrics[key]``, the value ``save_best`` compares, or a ConfigError if it is no number.
+
+    A list (per-class values, an array turned into a list) has no order with
+    the best score so far: the comparison would be a ``TypeError`` after the
+    evaluation, with the name of neither the dataset nor the key.
+    """
+    value = metrics[key]
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        return value
+    what = f'a list of {len(value)} values' if isinstance(value, list) else repr(value)[:40]
+    chosen = f"save_best='{save_best}'" + (f" (the first metric, '{key}')"
+                                          if save_best != key else '')
+    raise ConfigError(f"{type(dataset).__name__}.evaluate returned '{key}' as {what}, but "
+                      f'{chosen} keeps the checkpoint with the best single number; return one '
+                      f"number for '{key}' (e.g. the mean) and the per-class values under "
+                      'another name, or set save_best to a metric that is a number',
+                      key='evaluation.save_best')
+
+
 def _plain(name: Any, value: Any, where: str) -> Any:
     """A metric value as a Python number, text or list of numbers."""
     if isinstance(value, (bool, int, float, str, np.generic)):

@@ -10,9 +10,6 @@ import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DIGITS = os.path.join(ROOT, 'configs', 'digits', 'lenet_digits.py')
-
 USER_MODULE = '''
 import torch
 from mtrain.datasets import DigitsDataset
@@ -30,19 +27,14 @@ class TopkDigits(DigitsDataset):
 
 
 @pytest.fixture
-def topk_config(tmp_path, monkeypatch):
+def topk_config(digits_config):
     """The digits demo, one short epoch, scored by top-3 accuracy in training and in test."""
-    module = f'topk_digits_{os.path.basename(tmp_path)}'.replace('-', '_')
-    (tmp_path / f'{module}.py').write_text(USER_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    path = tmp_path / 'topk.py'
-    path.write_text(f"_base_ = ['{DIGITS}']\ncustom_imports = dict(imports=['{module}'])\n"
-                    "data = dict(samples_per_gpu=256, val=dict(type='TopkDigits'),\n"
-                    "            test=dict(type='TopkDigits', split='val'))\n"
-                    "evaluation = dict(interval=1, metric='accuracy', topk=3, "
-                    "save_best='accuracy')\n"
-                    'runner = dict(max_epochs=1)\n')
-    return str(path)
+    return digits_config(USER_MODULE, """
+        data = dict(samples_per_gpu=256, val=dict(type='TopkDigits'),
+                    test=dict(type='TopkDigits', split='val'))
+        evaluation = dict(interval=1, metric='accuracy', topk=3, save_best='accuracy')
+        runner = dict(max_epochs=1)
+        """)
 
 
 def test_test_py_reports_what_the_training_run_evaluated(train_tool, test_tool, tmp_path,
