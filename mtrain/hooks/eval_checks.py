@@ -21,6 +21,7 @@ import inspect
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
+import torch
 
 from ..utils import ConfigError
 from ..utils.errors import closest_names
@@ -137,6 +138,21 @@ def check_eval_results(metrics: Any, dataset: Any) -> Dict[str, Any]:
                           "a dict of metric name -> number, e.g. {'accuracy': 0.93}",
                           key='data.val')
     return {name: _plain(name, value, where) for name, value in metrics.items()}
+
+
+def eval_predictions(out: Any, model: Any) -> torch.Tensor:
+    """``out['predictions']``: what mtrain's model contract returns in eval mode, one row a sample.
+
+    A model that returns its losses when not training has no predictions to
+    score; say so at the first val batch rather than with a ``KeyError``.
+    """
+    if isinstance(out, dict) and isinstance(out.get('predictions'), torch.Tensor):
+        return out['predictions']
+    name = type(getattr(model, 'module', model)).__name__
+    got = sorted(out.get('log_vars', out)) if isinstance(out, dict) else type(out).__name__
+    raise ConfigError(f'in eval mode {name} returned losses ({got}); evaluation needs the '
+                      'predictions: return the scores (e.g. logits, one row per sample) when '
+                      'not self.training (docs/your_own_model_and_data.md)', key='model')
 
 
 def best_score(metrics: Dict[str, Any], key: str, save_best: str, dataset: Any) -> Any:

@@ -25,7 +25,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ..evaluation.inference import gather, multi_gpu_test, single_gpu_test, uses_mmcv_contract
 from ..registry import HOOKS
 from ..utils import ConfigError, broadcast_object
-from .eval_checks import best_score, check_eval_config, check_eval_results, evaluate_kwargs
+from .eval_checks import (best_score, check_eval_config, check_eval_results, eval_predictions,
+                          evaluate_kwargs)
 from .hook import Hook
 from .logger import LoggerHook
 
@@ -275,7 +276,7 @@ class EvalHook(Hook):
         chunks: List[torch.Tensor] = []
         for batch in self.dataloader:
             out = runner.batch_processor(runner, batch, train_mode=False)
-            chunks.append(out['predictions'].detach().cpu())
+            chunks.append(eval_predictions(out, runner.model).detach().cpu())
         return gather(torch.cat(chunks), len(self.dataloader.dataset), self._tmpdir(runner),
                       self.gpu_collect)
 

@@ -1,8 +1,10 @@
 """First hour, user code (issue 33, item 11): one line naming the class and the fix.
 
-A metric ``save_best`` follows that ``evaluate`` returns as an array, and a
+A metric ``save_best`` follows that ``evaluate`` returns as an array, a
 1.x-style model without ``val_step`` under a ``('val', 1)`` workflow phase,
-each end ``tools/train.py`` with one ``error:`` line and no traceback.
+and a model that returns losses in eval mode (which ``tools/dist_train.sh``'s
+separate ``--check-config`` run used to catch) each end ``tools/train.py``
+with one ``error:`` line and no traceback.
 """
 
 import os
@@ -31,6 +33,16 @@ class TrainStepOnlyNet(nn.Module):
 class BothStepsNet(TrainStepOnlyNet):
     def val_step(self, data, optimizer=None):
         return self.train_step(data, optimizer)
+
+
+@MODELS.register_module(force=True)
+class AlwaysLossesNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, img, gt_label):  # the losses in eval mode too: no predictions
+        return {'loss_ce': nn.functional.cross_entropy(self.fc(img.flatten(1)), gt_label)}
 
 
 @DATASETS.register_module(force=True)
@@ -89,3 +101,12 @@ def test_a_val_phase_without_val_step_names_the_model_before_training(train_tool
     assert not [n for n in os.listdir(work_dir) if n.endswith('.pth')]  # before training
     assert train_tool.main([user_config(body.format('BothStepsNet')), '--work-dir',
                             str(tmp_path / 'both')]) == 0
+
+
+def test_a_model_returning_losses_in_eval_mode_is_named_at_the_first_evaluation(
+        train_tool, tmp_path, user_config, capsys):
+    config = user_config("model = dict(_delete_=True, type='AlwaysLossesNet')\n")
+    status, [line] = _error_line(train_tool, config, tmp_path / 'losses', capsys)
+    assert status == 2
+    assert line.startswith("error: key `model`: in eval mode AlwaysLossesNet returned losses "
+                           "(['loss', 'loss_ce']); evaluation needs the predictions"), line
