@@ -283,7 +283,8 @@ def announce_mistake(error: BaseException, args: argparse.Namespace) -> None:
     file, ``--cfg-options``) there is nobody to tell: rank 0 of the launch
     prints it, since every rank read the same files, and the others wait for
     the launcher to stop them once rank 0 has exited, so it is not stopped
-    before it has printed.
+    before it has printed. A rank still running after that wait met a mistake
+    rank 0 did not (a file missing on its node): it prints it itself.
     """
     line = f'error: {error}\n(run with --debug for the traceback)\n'
     if args.launcher == 'none' or dist.is_initialized():
@@ -292,6 +293,7 @@ def announce_mistake(error: BaseException, args: argparse.Namespace) -> None:
         sys.stderr.write(line)
     else:
         time.sleep(RANK_0_GRACE_S)
+        sys.stderr.write(line)
 
 
 #: Seconds a rank other than 0 waits after a mistake in the config, before the process
