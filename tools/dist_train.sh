@@ -34,19 +34,42 @@ fi
 
 # PYTHONPATH: the configs' custom_imports can name modules of the repository root.
 export PYTHONPATH="$TOOLS/..${PYTHONPATH:+:$PYTHONPATH}"
-# A mistake in the config or --cfg-options: one clear line here, before torchrun would
-# report it again as a failed process of every rank.
-"${PY[@]}" "$TOOLS/train.py" "$CONFIG" --check-config "$@" || exit $?
-# torchrun, minus its report of failed processes when they stopped on a user mistake
-# (exit status 2): the first rank printed that in one line already.
+# torchrun sets OMP_NUM_THREADS=1 for several processes per node, with a banner saying so;
+# set it here the same way (export OMP_NUM_THREADS=N before this script to choose).
+if [ "$NPROC" -gt 1 ] 2>/dev/null; then
+    export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+fi
+# A mistake in the config or --cfg-options is checked inside the run, on every rank before
+# its first iteration, and printed in one line by one rank; the others stop with exit
+# status 2 (tools/train.py announce_mistake). No separate checking process: it would build
+# the model and the datasets once more. So torchrun, minus its report of failed processes
+# (the agent's log lines and the ChildFailedError) when they stopped on a user mistake.
 exec "${PY[@]}" -c '
-import sys
+import logging, sys
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import main
+
+class HoldFailureLines(logging.Filter):
+    """The agent lines about failed workers: shown unless they stopped on a user mistake."""
+    TEMPLATES = ("failed (exitcode: %s)", "Sending process %s closing signal %s")
+    held = []
+
+    def filter(self, record):
+        if str(record.msg).startswith(self.TEMPLATES):
+            self.held.append(record)
+            return False
+        return True
+
+agent = logging.getLogger("torch.distributed.elastic.multiprocessing.api")
+hold = HoldFailureLines()
+agent.addFilter(hold)
 try:
     main()
-except ChildFailedError as e:
-    if 2 in {f.exitcode for f in e.failures.values()}:
+except BaseException as e:
+    if isinstance(e, ChildFailedError) and 2 in {f.exitcode for f in e.failures.values()}:
         sys.exit(2)
+    agent.removeFilter(hold)
+    for record in hold.held:
+        agent.handle(record)
     raise
 ' "${RDZV[@]}" --nproc_per_node="$NPROC" "$TOOLS/train.py" "$CONFIG" --launcher pytorch "$@"

@@ -2,7 +2,8 @@
 
 As mmdet 2.x's ``tools/test.py``: ``--out results.pkl`` keeps the raw
 per-sample results (what ``dataset.evaluate`` receives), ``--eval-options
-key=value`` passes arguments to ``dataset.evaluate`` (or ``format_results``),
+key=value`` passes arguments to ``dataset.evaluate`` (or ``format_results``)
+over those of the config's ``evaluation`` that training passed to it,
 ``--format-only`` writes the results in the dataset's submission format
 (``dataset.format_results``) without scoring them.
 """
@@ -19,8 +20,9 @@ import torch
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from mtrain.config import load_config, parse_cfg_options
-from mtrain.hooks import EvalHook
-from mtrain.registry import MODELS, build
+from mtrain.hooks import DistEvalHook, EvalHook
+from mtrain.hooks.eval_checks import dataset_eval_kwargs
+from mtrain.registry import HOOKS, MODELS, build
 from mtrain.runner import BaseRunner, CheckpointError, build_test_loader
 from mtrain.utils import (ConfigError, destroy_dist, get_logger, init_dist, is_main_process,
                           report_failure)
@@ -58,14 +60,12 @@ def evaluate(args: argparse.Namespace) -> dict:
     device = cfg.get('device') or ('cuda' if torch.cuda.is_available() else 'cpu')
     runner = BaseRunner(build(cfg.model, MODELS, 'model').to(device), logger=logger)
     runner.load_checkpoint(args.checkpoint, strict=True, trusted=args.trust_checkpoint)
-    options = parse_cfg_options(args.eval_options)
-    metric = args.metrics or options.get('metric') or (cfg.get('evaluation') or {}).get('metric')
-    if metric is not None and not args.format_only:
-        options['metric'] = metric
+    eval_options = parse_cfg_options(args.eval_options)
+    options = dict(eval_options) if args.format_only else evaluate_arguments(cfg, args)
     try:
         hook = EvalHook(build_test_loader(cfg), **({} if args.format_only else options))
     except ConfigError as e:
-        raise e.with_file('--eval-options' if (e.key or '').split('.')[-1] in options
+        raise e.with_file('--eval-options' if (e.key or '').split('.')[-1] in eval_options
                           else args.config)
     results = hook.test(runner)  # the evaluation path of training: all ranks
     if is_main_process():
@@ -79,6 +79,23 @@ def evaluate(args: argparse.Namespace) -> dict:
     if is_main_process():
         print(json.dumps(results))
     return results
+
+
+def evaluate_arguments(cfg, args: argparse.Namespace) -> Dict[str, Any]:
+    """What ``dataset.evaluate`` gets: the training run's, then ``--eval-options``, ``--metrics``.
+
+    The training run's are the ``evaluation`` keys its hook passes on (``topk``,
+    ``iou_thr``, ``metric``...; not ``interval``, ``save_best``...), so a
+    checkpoint scores here what its run's evaluation logged.
+    """
+    evaluation = dict(cfg.get('evaluation') or {})
+    hook_type = evaluation.get('type', 'EvalHook')
+    configured = HOOKS.get(hook_type) if isinstance(hook_type, str) else hook_type
+    hooks = [EvalHook, DistEvalHook] + ([configured] if isinstance(configured, type) else [])
+    options = {**dataset_eval_kwargs(evaluation, hooks), **parse_cfg_options(args.eval_options)}
+    if args.metrics:
+        options['metric'] = args.metrics
+    return options
 
 
 def check_arguments(args: argparse.Namespace) -> None:

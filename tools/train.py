@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from mtrain.config import load_config, parse_cfg_options, source_of
@@ -47,8 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--check-config', action='store_true',
                         help='build everything training builds (model, datasets, optimizer, '
                         'hooks, load_from), run one train batch (no update) and one val batch, '
-                        'then exit (tools/dist_train.sh runs this first, so a mistake is one '
-                        "line rather than torchrun's report of failed processes)")
+                        'then exit')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
                         help='how the processes were started: none (one process), pytorch '
                         '(torchrun, see tools/dist_train.sh) or slurm (srun, see '
@@ -274,6 +274,33 @@ def prepare_work_dir(work_dir: str) -> None:
                           'another with --work-dir or free some space', key='work_dir') from e
 
 
+def announce_mistake(error: BaseException, args: argparse.Namespace) -> None:
+    """Print a user mistake in one line, once per job however many ranks meet it.
+
+    Once the process group exists the first rank to report it prints it and
+    the others stop without a word (:func:`report_failure`, which also stops
+    a rank waiting in a collective for this one). Before that (the config
+    file, ``--cfg-options``) there is nobody to tell: rank 0 of the launch
+    prints it, since every rank read the same files, and the others wait for
+    the launcher to stop them once rank 0 has exited, so it is not stopped
+    before it has printed. A rank still running after that wait met a mistake
+    rank 0 did not (a file missing on its node): it prints it itself.
+    """
+    line = f'error: {error}\n(run with --debug for the traceback)\n'
+    if args.launcher == 'none' or dist.is_initialized():
+        report_failure(error, quiet=True, announce=line)
+    elif os.environ.get('RANK' if args.launcher == 'pytorch' else 'SLURM_PROCID') == '0':
+        sys.stderr.write(line)
+    else:
+        time.sleep(RANK_0_GRACE_S)
+        sys.stderr.write(line)
+
+
+#: Seconds a rank other than 0 waits after a mistake in the config, before the process
+#: group exists: rank 0 prints it and exits, and the launcher then stops this rank.
+RANK_0_GRACE_S = 10
+
+
 @record  # under torchrun: this rank's traceback becomes the job's reported root cause
 def main(argv=None) -> int:
     args = parse_args(argv)
@@ -282,13 +309,10 @@ def main(argv=None) -> int:
         if args.check_config:
             return 0
     except (ConfigError, CheckpointError) as e:
-        # Distributed: the other ranks stop now; every rank hits the same mistake, so
-        # only the first to report it prints it (torchrun's report: tools/dist_train.sh).
-        first = report_failure(e, quiet=not args.debug)
         if args.debug:
+            report_failure(e)
             raise
-        if first:
-            print(f'error: {e}\n(run with --debug for the traceback)', file=sys.stderr)
+        announce_mistake(e, args)
         return 2
     except NonFiniteLossError as e:
         report_failure(e)

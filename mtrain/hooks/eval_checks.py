@@ -21,6 +21,7 @@ import inspect
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
+import torch
 
 from torch.utils.data import DataLoader
 
@@ -66,6 +67,23 @@ def check_eval_config(dataloader: Any, eval_kwargs: Dict[str, Any], save_best: O
                           f'{_suggest(save_best, list(declared) + requested)} Known: '
                           f"{_listed(declared)}, or 'auto' (the first metric).",
                           key='evaluation.save_best')
+
+
+def dataset_eval_kwargs(evaluation: Dict[str, Any], hook_classes: Sequence[type]) -> Dict[str, Any]:
+    """The ``evaluation`` keys a hook passes on to ``dataset.evaluate`` (its ``**eval_kwargs``).
+
+    A key that no class in ``hook_classes`` (nor its bases) names in its
+    ``__init__`` goes to ``evaluate``, as when the hook is built in training;
+    ``type`` picks the hook. ``tools/test.py`` scores a checkpoint with these,
+    so ``topk``, ``iou_thr``... mean what they meant in the training run's
+    evaluation (mmdet 2.x's ``test.py`` pops a fixed list of hook keys instead).
+    """
+    own = {'type'}
+    for cls in {base for hook_cls in hook_classes for base in hook_cls.__mro__}:
+        if '__init__' in vars(cls):
+            own.update(name for name, p in inspect.signature(cls.__init__).parameters.items()
+                       if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    return {key: value for key, value in evaluation.items() if key not in own}
 
 
 def _check_arguments(evaluate: Any, eval_kwargs: Dict[str, Any], dataset_name: str,
@@ -131,6 +149,41 @@ def check_eval_results(metrics: Any, dataset: Any) -> Dict[str, Any]:
                           "a dict of metric name -> number, e.g. {'accuracy': 0.93}",
                           key='data.val')
     return {name: _plain(name, value, where) for name, value in metrics.items()}
+
+
+def eval_predictions(out: Any, model: Any) -> torch.Tensor:
+    """``out['predictions']``: what mtrain's model contract returns in eval mode, one row a sample.
+
+    A model that returns its losses when not training has no predictions to
+    score; say so at the first val batch rather than with a ``KeyError``.
+    """
+    if isinstance(out, dict) and isinstance(out.get('predictions'), torch.Tensor):
+        return out['predictions']
+    name = type(getattr(model, 'module', model)).__name__
+    got = sorted(out.get('log_vars', out)) if isinstance(out, dict) else type(out).__name__
+    raise ConfigError(f'in eval mode {name} returned losses ({got}); evaluation needs the '
+                      'predictions: return the scores (e.g. logits, one row per sample) when '
+                      'not self.training (docs/your_own_model_and_data.md)', key='model')
+
+
+def best_score(metrics: Dict[str, Any], key: str, save_best: str, dataset: Any) -> Any:
+    """``metrics[key]``, the value ``save_best`` compares, or a ConfigError if it is no number.
+
+    A list (per-class values, an array turned into a list) has no order with
+    the best score so far: the comparison would be a ``TypeError`` after the
+    evaluation, with the name of neither the dataset nor the key.
+    """
+    value = metrics[key]
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        return value
+    what = f'a list of {len(value)} values' if isinstance(value, list) else repr(value)[:40]
+    chosen = f"save_best='{save_best}'" + (f" (the first metric, '{key}')"
+                                          if save_best != key else '')
+    raise ConfigError(f"{type(dataset).__name__}.evaluate returned '{key}' as {what}, but "
+                      f'{chosen} keeps the checkpoint with the best single number; return one '
+                      f"number for '{key}' (e.g. the mean) and the per-class values under "
+                      'another name, or set save_best to a metric that is a number',
+                      key='evaluation.save_best')
 
 
 def _plain(name: Any, value: Any, where: str) -> Any:

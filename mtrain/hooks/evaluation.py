@@ -25,7 +25,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ..evaluation.inference import gather, multi_gpu_test, single_gpu_test, uses_mmcv_contract
 from ..registry import HOOKS
 from ..utils import ConfigError, broadcast_object
-from .eval_checks import check_eval_config, check_eval_results, check_loader, evaluate_kwargs
+from .eval_checks import (best_score, check_eval_config, check_eval_results, check_loader,
+                          eval_predictions, evaluate_kwargs)
 from .hook import Hook
 from .logger import LoggerHook
 
@@ -312,7 +313,7 @@ class EvalHook(Hook):
         chunks: List[torch.Tensor] = []
         for batch in self.dataloader:
             out = runner.batch_processor(runner, batch, train_mode=False)
-            chunks.append(out['predictions'].detach().cpu())
+            chunks.append(eval_predictions(out, runner.model).detach().cpu())
         return gather(torch.cat(chunks), len(self.dataloader.dataset), self._tmpdir(runner),
                       self.gpu_collect)
 
@@ -345,7 +346,7 @@ class EvalHook(Hook):
         if self.key_indicator not in metrics:
             raise KeyError(f"evaluation save_best='{self.key_indicator}' is not among the "
                            f'metrics {sorted(metrics)}; set save_best to one of them')
-        return metrics[self.key_indicator]
+        return best_score(metrics, self.key_indicator, self.save_best, self.dataloader.dataset)
 
     def _save_ckpt(self, runner, key_score: float) -> None:
         """Rank-local: if ``key_score`` beats the best so far, make it the best and queue its file.

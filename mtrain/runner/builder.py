@@ -70,7 +70,7 @@ def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = No
     train_loader = data_loaders[[mode for mode, _ in workflow].index('train')]
     run_preflight(Preflight(runner, {k: v for k, v in datasets.items() if v is not None},
                             dict(cfg.model), _runner_cfg(cfg), _length(train_loader),
-                            train_loader))
+                            train_loader, workflow))
     _resume_or_load(runner, cfg, trust_checkpoint)
     return runner, data_loaders, workflow
 

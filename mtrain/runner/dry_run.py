@@ -5,9 +5,10 @@ mistake in the user's own ``forward`` / ``train_step`` (no loss, a float
 loss, no ``num_samples``, losses instead of predictions in eval mode) only
 shows when the model runs. This runs the batch processor on the first train
 batch (no backward, no optimizer step) and the evaluation's first val batch,
-so ``--check-config`` (which ``tools/dist_train.sh`` runs first) reports it
-before any process of the job starts training. What ``dataset.evaluate``
-returns is checked at the first evaluation (it needs the whole val set).
+so ``--check-config`` reports it before training. A real run meets the same
+mistakes at its first iteration and its first evaluation (the same checks).
+What ``dataset.evaluate`` returns is checked at the first evaluation (it
+needs the whole val set).
 """
 
 from typing import Any, List, Tuple
@@ -15,8 +16,8 @@ from typing import Any, List, Tuple
 import torch
 
 from ..hooks import EvalHook
+from ..hooks.eval_checks import eval_predictions
 from ..evaluation.inference import uses_mmcv_contract
-from ..utils import ConfigError
 from .base_runner import BaseRunner
 
 
@@ -39,19 +40,9 @@ def dry_run(runner: BaseRunner, loaders: List[Any], workflow: List[Tuple[str, in
             model.eval()
             with torch.no_grad():
                 out = processor(runner, next(iter(eval_hook.dataloader)), train_mode=False)
-            check_predictions(out, model)
+            eval_predictions(out, model)
             ran.append('one val batch')
     finally:
         model.train(was_training)
     return ran
 
-
-def check_predictions(out: Any, model: Any) -> None:
-    """In eval mode ``EvalHook`` needs ``predictions`` (what the model's forward returned)."""
-    if isinstance(out, dict) and isinstance(out.get('predictions'), torch.Tensor):
-        return
-    name = type(getattr(model, 'module', model)).__name__
-    got = sorted(out.get('log_vars', out)) if isinstance(out, dict) else type(out).__name__
-    raise ConfigError(f'in eval mode {name} returned losses ({got}); evaluation needs the '
-                      'predictions: return the scores (e.g. logits, one row per sample) when '
-                      'not self.training (docs/your_own_model_and_data.md)', key='model')

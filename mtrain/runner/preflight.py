@@ -13,7 +13,7 @@ import contextlib
 import inspect
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -21,6 +21,8 @@ import torch
 from torch.nn.utils import clip_grad_norm_
 
 from ..datasets import dataset_num_classes
+from ..parallel import has_own_steps, unwrap
+from ..processors import BasicBatchProcessor
 from ..utils import ConfigError
 from ..utils.errors import did_you_mean
 from .collate_check import collate_problem
@@ -39,6 +41,7 @@ class Preflight:
         runner_cfg: ``cfg.runner`` with its ``type`` filled in.
         iters_per_epoch: length of the train loader (to convert epochs and iterations).
         train_loader: the train loader (its ``collate_fn`` batches the items).
+        workflow: the run's phases, e.g. ``[('train', 1), ('val', 1)]``.
     """
     runner: BaseRunner
     datasets: Dict[str, Any]
@@ -46,6 +49,7 @@ class Preflight:
     runner_cfg: Dict[str, Any] = field(default_factory=dict)
     iters_per_epoch: Optional[int] = None
     train_loader: Any = None
+    workflow: List[Tuple[str, int]] = field(default_factory=list)
 
 
 def run_preflight(state: Preflight) -> None:
@@ -186,7 +190,28 @@ def check_grad_clip(state: Preflight) -> None:
                           key='optimizer_config.grad_clip')
 
 
+def check_val_step(state: Preflight) -> None:
+    """A ``('val', N)`` phase calls ``val_step`` on a model that has its own ``train_step``.
+
+    mmcv 1.x's contract: such a model steps itself in both phases, and one
+    without ``val_step`` is an ``AttributeError`` at the end of the first
+    train phase. A model without ``train_step`` (mtrain's contract) needs no
+    ``val_step``: its ``forward`` computes the val losses.
+    """
+    phases = [times for mode, times in state.workflow if mode == 'val']
+    model = unwrap(state.runner.model)
+    if not phases or not has_own_steps(model) or callable(getattr(model, 'val_step', None)) \
+            or not isinstance(state.runner.batch_processor, BasicBatchProcessor):
+        return
+    name = type(model).__name__
+    raise ConfigError(f"the workflow's ('val', {phases[0]}) phase calls {name}.val_step, but "
+                      f'{name} defines train_step and no val_step; add val_step(self, data, '
+                      'optimizer=None) returning the losses as train_step does (1.x models '
+                      "often return self.train_step(data, optimizer)), or remove ('val', N) "
+                      'from workflow (evaluation scores data.val without it)', key='workflow')
+
+
 #: The checks :func:`run_preflight` runs, in order.
 CHECKS: List[Callable[[Preflight], None]] = [
     check_run_length, check_num_classes, check_items_carry_labels, check_grad_clip,
-    check_items_collate]
+    check_items_collate, check_val_step]

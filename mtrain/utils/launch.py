@@ -15,7 +15,10 @@ backend's timeout (30 minutes by default). :func:`report_failure` (called by
 ``tools/train.py`` on any error) writes the error into the job's key-value
 store; a small thread on every other rank watches that key and ends its
 process with exit status 1 within about a second, after printing which rank
-failed and why. Crashes that cannot report (``kill -9``, a segfault) are left
+failed and why. A user mistake (``announce``: the line the reporting rank
+prints) stops the other ranks of its node with exit status 2 and no second
+copy; ranks on other nodes print it once there. Crashes that cannot report
+(``kill -9``, a segfault) are left
 to the launcher: torchrun stops the other workers of a node when one dies,
 and ``srun --kill-on-bad-exit=1`` (as in ``tools/slurm_train.sh``) the whole job.
 """
@@ -23,6 +26,7 @@ and ``srun --kill-on-bad-exit=1`` (as in ``tools/slurm_train.sh``) the whole job
 import atexit
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -37,6 +41,7 @@ from .logging import get_logger
 LAUNCHERS = ('pytorch', 'slurm')
 _FAILED_KEY = 'mtrain/failed_rank'
 _SEEN_KEY = 'mtrain/failure_seen'  # how many other ranks have seen the report
+_PRINTED_ON = 'printed-on:'  # a report's prefix when its rank prints it: that rank's host
 _watch: Optional['_FailureWatch'] = None
 
 
@@ -146,19 +151,28 @@ def _backend(backend: Optional[str]) -> str:
     return backend
 
 
-def report_failure(error: Union[BaseException, str], quiet: bool = False) -> bool:
+def report_failure(error: Union[BaseException, str], quiet: bool = False,
+                   announce: Optional[str] = None) -> bool:
     """Tell every other rank that this one failed with ``error``; they exit too.
 
     The first report of a job wins; a no-op outside a distributed run.
     Returns whether this rank's error is the job's first (always True outside
     a distributed run): a user mistake every rank hits is then printed once.
     ``quiet``: a rank that was not first says nothing about the first error.
+    ``announce``: what to write to stderr if this report is the first (a
+    user mistake in one line), written before the other ranks are released:
+    those of this node then stop with exit status 2 without repeating it,
+    and the launcher, seeing them exit, cannot stop this rank before it has
+    printed.
     """
     if _watch is None:
+        if announce:
+            sys.stderr.write(announce)
+            sys.stderr.flush()
         return True
     message = f'{type(error).__name__}: {error}' if isinstance(error, BaseException) \
         else str(error)
-    return _watch.report(message, quiet)
+    return _watch.report(message, quiet, announce)
 
 
 def destroy_dist() -> None:
@@ -213,9 +227,11 @@ class _FailureWatch:
                                         daemon=True)
         self._thread.start()
 
-    def report(self, message: str, quiet: bool = False) -> bool:
+    def report(self, message: str, quiet: bool = False, announce: Optional[str] = None) -> bool:
         self._stopped.set()  # this rank is the one failing: it exits with its own error
         ours = f'rank {self.rank} failed: {message}'
+        if announce:  # the node that shows it: its other ranks stay silent (see _run)
+            ours = f'{_PRINTED_ON}{socket.gethostname()} {ours}'
         try:
             first = self.store.compare_set(_FAILED_KEY, '', ours).decode(errors='replace')
         except Exception:  # noqa: BLE001 - the store may be gone; the launcher takes over
@@ -223,10 +239,13 @@ class _FailureWatch:
         if first != ours:  # this error is most likely a consequence of the first one
             self._acknowledge()
             if not quiet:
-                sys.stderr.write(f'[mtrain] rank {self.rank}: {first} (before this rank\'s '
-                                 'error below)\n')
+                sys.stderr.write(f'[mtrain] rank {self.rank}: {_shown(first)[1]} (before this '
+                                 "rank's error below)\n")
                 sys.stderr.flush()
             return False
+        if announce:
+            sys.stderr.write(announce)
+            sys.stderr.flush()
         deadline = time.monotonic() + 3 * self.interval
         while time.monotonic() < deadline:
             try:
@@ -262,6 +281,16 @@ class _FailureWatch:
             if self._stopped.is_set():
                 return
             self._acknowledge()
-            sys.stderr.write(f'[mtrain] rank {self.rank}: stopping because {message}\n')
-            sys.stderr.flush()
-            os._exit(1)  # the main thread may be blocked inside a collective
+            host, text = _shown(message)
+            if host != socket.gethostname():
+                sys.stderr.write(f'[mtrain] rank {self.rank}: stopping because {text}\n')
+                sys.stderr.flush()
+            os._exit(1 if host is None else 2)  # the main thread may be inside a collective
+
+
+def _shown(message: str) -> Tuple[Optional[str], str]:
+    """``(host, text)`` of a stored report: the host that printed it (None: nobody did)."""
+    if not message.startswith(_PRINTED_ON):
+        return None, message
+    host, text = message[len(_PRINTED_ON):].split(' ', 1)
+    return host, text

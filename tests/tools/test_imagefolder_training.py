@@ -11,15 +11,15 @@ CLASSES = ('red_noise', 'green_stripes', 'blue_checks')
 
 def _image(cls: int, rng: np.random.Generator) -> np.ndarray:
     """A 32×32 RGB image whose colour and texture depend on the class."""
-    img = rng.integers(0, 90, size=(32, 32, 3))
+    img = rng.integers(0, 40, size=(32, 32, 3))
     y, x = np.mgrid[:32, :32]
     pattern = [np.ones((32, 32), bool), (y // 4) % 2 == 0, ((y // 8) + (x // 8)) % 2 == 0][cls]
-    img[..., cls] += np.where(pattern, 165, 60)
+    img[..., cls] += np.where(pattern, 215, 150)
     return img.clip(0, 255).astype(np.uint8)
 
 
-def write_image_folder(root, per_class=(20, 10), seed=0) -> None:
-    """``root/{train,val}/<class>/<i>.png``: 20 train and 10 val images per class."""
+def write_image_folder(root, per_class=(60, 10), seed=0) -> None:
+    """``root/{train,val}/<class>/<i>.png``: 60 train and 10 val images per class."""
     rng = np.random.default_rng(seed)
     for split, count in zip(('train', 'val'), per_class):
         for cls, name in enumerate(CLASSES):
@@ -28,13 +28,19 @@ def write_image_folder(root, per_class=(20, 10), seed=0) -> None:
                 Image.fromarray(_image(cls, rng)).save(root / split / name / f'{i}.png')
 
 
-#: A 32-pixel version of the config: the images are 32×32 and CPU time is short. Batches of 6
-#: give 10 updates per epoch: with batches of 10 (6 updates per epoch) the from-scratch
-#: ResNet-18 ended the 6-epoch cosine schedule on a knife-edge, val accuracy 0.667 or 1.0
-#: depending on the CPU's float summation order; with 6 it is 1.0 from epoch 3 (seeds 0, 1).
-#: At lr 0.05 the same knife-edge came back with one thread (0.667 at epochs 3 and 6, 1.0
-#: with two); at 0.02 the last evaluation reads 1.0 with one thread and with two.
-SMALL = ['data.workers_per_gpu=0', 'data.samples_per_gpu=6', 'runner.max_epochs=6',
+#: A 32-pixel version of the config: the images are 32×32 and CPU time is short.
+#: 60 images a class in batches of 18: 10 updates an epoch, as before, on three times the
+#: batch. With 20 a class in batches of 6 (and fainter colours) the last evaluation sat on
+#: a knife-edge: 0.733 on another machine; here, over the seeds 0-3 (images and training)
+#: and torch.set_num_threads(1) or (2), one of 8 runs read 0.667 (seed 3, one thread). At
+#: 32 pixels ResNet-18's last stages see 2×2 and 1×1 maps, so in a batch of 6 each
+#: BatchNorm statistic comes from a handful of values, and the running statistics the
+#: evaluation uses follow the last noisy batches: a whole class falls to another (accuracy
+#: in steps of 1/3). With this data and batch, 8 of 8 runs over the same seeds and thread
+#: counts read 1.0 at epoch 6 (0.333 or 0.667 at epoch 3 in three: the last evaluation is
+#: the one asserted), and so did 6 of 6 evaluating every epoch (seeds 0-2; 1.0 at epochs
+#: 4-6 in all).
+SMALL = ['data.workers_per_gpu=0', 'data.samples_per_gpu=18', 'runner.max_epochs=6',
          'optimizer.lr=0.02',
          'data.train.pipeline.0.size=32', 'data.train.pipeline.0.scale=[0.5,1.0]',
          'data.val.pipeline.0.size=32', 'data.val.pipeline.1.size=32',
@@ -52,7 +58,8 @@ def test_resnet18_learns_a_folder_of_pngs(train_tool, repo_root, tmp_path):
     with open(work_dir / log) as f:
         val = [r for r in map(json.loads, f) if r.get('mode') == 'val']
     assert len(val) == 2
-    assert val[-1]['accuracy'] >= 0.8  # chance is 1/3
+    # Chance is 1/3; a whole class lost reads 2/3; every run measured read 1.0 (see SMALL).
+    assert val[-1]['accuracy'] >= 0.8
     assert 'accuracy_top5' not in val[-1]  # 3 classes: it would always be 1.0
     assert set(f'recall_{c}' for c in CLASSES) <= set(val[-1])  # per-class in the log
     for epoch in (3, 6):
