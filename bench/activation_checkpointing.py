@@ -36,7 +36,7 @@ def _model(args) -> nn.Module:
 
 
 def _saved_bytes(model: nn.Module, x: torch.Tensor) -> int:
-    """What autograd holds for the backward after one forward (views of one storage counted once)."""
+    """What autograd holds for the backward after one forward (a storage counted once)."""
     storages = {}
 
     def pack(t):

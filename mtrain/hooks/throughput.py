@@ -212,7 +212,7 @@ class _Readings:
         self.window_time += wall
 
     def window_share(self) -> Optional[float]:
-        """The data-wait share of the last ``window`` iterations (None until there are that many)."""
+        """The data-wait share of the last ``window`` iterations (None until that many ran)."""
         if len(self.window) < self.window.maxlen or self.window_time <= 0:
             return None
         return self.window_data / self.window_time

@@ -1,4 +1,4 @@
-"""Activation checkpointing from the config: the same gradients and statistics, fewer activations."""
+"""Activation checkpointing: the same gradients and statistics, fewer activations."""
 
 import copy
 
@@ -11,7 +11,7 @@ from mtrain.utils import ConfigError
 
 
 class Block(nn.Module):
-    """Conv → BatchNorm → ReLU → Dropout: running statistics and RNG both in the recomputation."""
+    """Conv → BatchNorm → ReLU → Dropout: running statistics and RNG in the recomputation."""
 
     def __init__(self, width: int) -> None:
         super().__init__()

@@ -1,4 +1,4 @@
-"""ThroughputMonitorHook on 2 gloo ranks: the figures reach rank 0's log; samples/s is the job's."""
+"""ThroughputMonitorHook on 2 gloo ranks: figures in rank 0's log; samples/s is the job's."""
 
 import json
 

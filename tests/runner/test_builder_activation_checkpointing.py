@@ -1,4 +1,4 @@
-"""``activation_checkpointing`` in a config, through the builder: applied to the model, or one line."""
+"""``activation_checkpointing`` through the builder: applied to the model, or one line."""
 
 import os.path as osp
 import types

@@ -1,4 +1,4 @@
-"""Activation checkpointing under DDP and FSDP2 on 2 gloo ranks: the weights of the run without it."""
+"""Activation checkpointing under DDP and FSDP2 on 2 gloo ranks: the plain run's weights."""
 
 import pytest
 import torch
