@@ -38,16 +38,22 @@ def peak_flops(device: torch.device, dtype: Optional[torch.dtype]) -> Tuple[Opti
     peak depends on the core count, clock and vector units, which torch does not report.
     """
     if device.type != 'cuda':
-        return None, f'{device.type} (no peak known)'
+        return None, f'the {device.type}'
     name = torch.cuda.get_device_name(device)
     if dtype is None:
         key = 'float32' if torch.get_float32_matmul_precision() == 'highest' else 'tfloat32'
     else:
         key = str(dtype).replace('torch.', '')
+    peak = table_peak(name, key)
+    return peak, f'{name} in {key}' + ('' if peak else ' (not in PEAK_FLOPS)')
+
+
+def table_peak(device_name: str, dtype: str) -> Optional[float]:
+    """The :data:`PEAK_FLOPS` entry of ``device_name`` for ``dtype`` ('bfloat16', ...), or None."""
     for pattern, peaks in PEAK_FLOPS:
-        if re.search(rf'\b(?:{pattern})\b', name):
-            return peaks.get(key), f'{name}, {key}'
-    return None, f'{name}, {key} (not in the table)'
+        if re.search(rf'\b(?:{pattern})\b', device_name):
+            return peaks.get(dtype)
+    return None
 
 
 @HOOKS.register_module()
@@ -111,9 +117,9 @@ class ThroughputMonitorHook(Hook):
             amp_dtype = getattr(getattr(runner, 'optim_step', None), 'amp_dtype', None)
             self.peak_flops, looked_up = peak_flops(runner.device, amp_dtype)
             if self.peak_flops is None:
-                runner.logger.info(f'ThroughputMonitorHook: the peak FLOP/s of this device '
-                                   f'({looked_up}) is not known, so MFU is not logged; pass '
-                                   'peak_flops=... to log it')
+                runner.logger.info(f'ThroughputMonitorHook: no peak FLOP/s is known for '
+                                   f'{looked_up}, so mfu is not logged; pass peak_flops=... '
+                                   'to log it')
 
     def before_train_epoch(self, runner) -> None:
         self._clock.last = time.perf_counter()

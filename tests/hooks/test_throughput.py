@@ -14,7 +14,7 @@ from torch.utils.data import Dataset
 from mtrain.datasets import build_dataloader
 from mtrain.hooks import (IterTimerHook, OptimizerHook, TensorboardLoggerHook, TextLoggerHook,
                           ThroughputMonitorHook)
-from mtrain.hooks.throughput import peak_flops
+from mtrain.hooks.throughput import peak_flops, table_peak
 from mtrain.registry import HOOKS, build
 from mtrain.runner import EpochBasedRunner
 
@@ -140,3 +140,12 @@ def test_bad_settings_fail_when_built_and_the_cpu_has_no_peak():
     with pytest.raises(ValueError, match='hint_window must be a positive'):
         ThroughputMonitorHook(hint_window=0)
     assert peak_flops(torch.device('cpu'), None)[0] is None
+
+
+@pytest.mark.parametrize('name, dtype, peak', [
+    ('NVIDIA H100 PCIe', 'bfloat16', 756e12), ('NVIDIA H100 80GB HBM3', 'bfloat16', 989.4e12),
+    ('NVIDIA H200', 'tfloat32', 494.7e12), ('NVIDIA L40S', 'float16', 362.1e12),
+    ('NVIDIA L4', 'float32', 30.3e12), ('Tesla V100-SXM2-16GB', 'bfloat16', None),
+    ('NVIDIA H20', 'bfloat16', None), ('NVIDIA GeForce RTX 4090', 'float16', None)])
+def test_the_peak_table_matches_whole_device_names_first_match_first(name, dtype, peak):
+    assert table_peak(name, dtype) == peak
