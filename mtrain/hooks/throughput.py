@@ -112,10 +112,11 @@ class ThroughputMonitorHook(Hook):
 
     def before_run(self, runner) -> None:
         runner.log_buffer.add_source(self._take_sums)
-        self._world_size = runner.world_size
+        self._world_size = getattr(runner, 'world_size', 1)
         if self.peak_flops is None and self.count_flops:
             amp_dtype = getattr(getattr(runner, 'optim_step', None), 'amp_dtype', None)
-            self.peak_flops, looked_up = peak_flops(runner.device, amp_dtype)
+            device = getattr(runner, 'device', torch.device('cpu'))  # a 1.x runner may lack it
+            self.peak_flops, looked_up = peak_flops(device, amp_dtype)
             if self.peak_flops is None:
                 runner.logger.info(f'ThroughputMonitorHook: no peak FLOP/s is known for '
                                    f'{looked_up}, so mfu is not logged; pass peak_flops=... '
