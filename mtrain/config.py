@@ -33,7 +33,7 @@ KNOWN_KEYS = (
     'runner', 'checkpoint_config', 'log_config', 'evaluation', 'custom_hooks', 'workflow',
     'load_from', 'resume_from', 'work_dir', 'seed', 'custom_imports', 'batch_processor',
     'fp16', 'model_wrapper', 'device', 'total_epochs', 'deterministic', 'auto_resume',
-    'compile', 'channels_last', 'nan_policy', 'data_root',
+    'compile', 'channels_last', 'nan_policy', 'data_root', 'activation_checkpointing',
     'dist_params', 'find_unused_parameters', 'sync_bn',  # read when distributed
     # OpenMMLab 1.x runtime keys that are accepted and have no effect here:
     'log_level', 'opencv_num_threads', 'mp_start_method', 'auto_scale_lr',

@@ -20,6 +20,7 @@ from .profiler import ProfilerHook
 from .sampler_seed import DistSamplerSeedHook
 from .schedules import *  # noqa: F401,F403  (every LR / momentum policy, by mmcv name)
 from .sync_buffer import SyncBuffersHook
+from .throughput import ThroughputMonitorHook
 
 __all__ = [
     'STAGES', 'CheckpointHook', 'ClosureHook', 'DistEvalHook', 'DistSamplerSeedHook',
@@ -27,7 +28,7 @@ __all__ = [
     'GradientCumulativeFp16OptimizerHook', 'GradientCumulativeOptimizerHook', 'Hook',
     'IterTimerHook', 'LoggerHook', 'NanGuardHook', 'NonFiniteLossError', 'OptimizerHook',
     'OptunaPruningHook', 'ParamSchedulerHook', 'ProfilerHook', 'ProgressBarHook', 'SyncBuffersHook',
-    'TensorboardLoggerHook', 'TextLoggerHook',
+    'TensorboardLoggerHook', 'TextLoggerHook', 'ThroughputMonitorHook',
     # experiment trackers (mmcv 1.x names), and the two that only explain why not
     'ClearMLLoggerHook', 'DvcliveLoggerHook', 'MlflowLoggerHook', 'NeptuneLoggerHook',
     'PaviLoggerHook', 'SegmindLoggerHook', 'TrackerLoggerHook', 'WandbLoggerHook'

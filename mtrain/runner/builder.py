@@ -19,6 +19,7 @@ from ..defaults import fill_runner_defaults
 from ..datasets import build_dataloader
 from ..hooks import DistSamplerSeedHook, EvalHook
 from ..hooks.evaluation import DIST_ONLY_KEYS
+from ..models.activation_checkpointing import apply_activation_checkpointing
 from ..optim import build_optimizer, keep_groups_per_parameter
 from ..registry import (BATCH_PROCESSORS, DATASETS, HOOKS, MODEL_WRAPPERS, MODELS, RUNNERS,
                         TRANSFORMS, build)
@@ -40,6 +41,7 @@ def build_runner(cfg: Config, work_dir: str, logger, *, seed: Optional[int] = No
     """
     device = _device(cfg)
     model = build(cfg.model, MODELS, 'model').to(device)
+    apply_activation_checkpointing(model, cfg.get('activation_checkpointing'), logger)
     _compile(model, cfg.get('compile'))
     model = _wrap(model, cfg, distributed)
     optimizer = build_optimizer(model, _optimizer_cfg(cfg, logger))
