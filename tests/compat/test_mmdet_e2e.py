@@ -12,8 +12,8 @@ second epoch than in the first (true for seeds 0-3 of every detector);
 the checkpoints and an evaluation (pycocotools) per epoch. For the first three
 (``FULL``), also: resuming from ``epoch_1.pth`` gives the uninterrupted run's
 second epoch bit for bit (losses, lr, evaluation, final weights), and
-``test.py`` of the last checkpoint reports the bbox (and segm) mAP of the
-training run's last evaluation. A 2-process ``torchrun`` run (gloo) of Faster
+``test.py`` of the last checkpoint detects boxes (and masks) in every val image
+and reports the bbox (and segm) mAP of the training run's last evaluation. A 2-process ``torchrun`` run (gloo) of Faster
 R-CNN with validation on finishes within ``DIST_DEADLINE`` and its last
 evaluation equals a one-process ``test.py`` of its checkpoint.
 
@@ -29,10 +29,12 @@ import json
 import math
 import os
 import os.path as osp
+import pickle
 import signal
 import subprocess
 from typing import Dict, List
 
+import numpy as np
 import pytest
 import torch
 
@@ -163,12 +165,29 @@ def _assert_same_weights(path_a: str, path_b: str) -> None:
         assert torch.equal(value, b[name]), name
 
 
+def _assert_detections(path: str, with_masks: bool) -> None:
+    """Each val image got boxes past nms (``score_thr=0``), at most ``max_per_img``, and masks."""
+    with open(path, 'rb') as f:
+        results = pickle.load(f)
+    assert len(results) == 4
+    for result in results:
+        boxes, masks = result if with_masks else (result, None)
+        assert len(boxes) == 2  # one array per class
+        assert 0 < sum(len(b) for b in boxes) <= 20
+        for b in boxes:
+            assert b.shape[1:] == (5, ) and np.isfinite(b).all()
+        if with_masks:
+            assert [len(m) for m in masks] == [len(b) for b in boxes]
+
+
 def _assert_test_py_agrees(world, name: str, metrics, checkpoint: str, last_val: dict,
                            work_dir: str, wanted_ops) -> None:
     """mmdet's ``tools/test.py`` of ``checkpoint`` reports the metrics of ``last_val``."""
+    results = osp.join(work_dir, 'results.pkl')
     out = _mmdet(world, 'test.py', osp.join(world[1], f'{name}.py'), checkpoint,
-                 '--eval', *metrics, '--work-dir', work_dir)
+                 '--eval', *metrics, '--work-dir', work_dir, '--out', results)
     _assert_served(out, wanted_ops)
+    _assert_detections(results, with_masks='segm' in metrics)
     [path] = glob.glob(osp.join(work_dir, 'eval_*.json'))
     with open(path) as f:
         reported = json.load(f)['metric']
