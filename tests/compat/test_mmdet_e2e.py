@@ -13,9 +13,10 @@ the checkpoints and an evaluation (pycocotools) per epoch. For the first three
 (``FULL``), also: resuming from ``epoch_1.pth`` gives the uninterrupted run's
 second epoch bit for bit (losses, lr, evaluation, final weights), and
 ``test.py`` of the last checkpoint detects boxes (and masks) in every val image
-and reports the bbox (and segm) mAP of the training run's last evaluation. A 2-process ``torchrun`` run (gloo) of Faster
-R-CNN with validation on finishes within ``DIST_DEADLINE`` and its last
-evaluation equals a one-process ``test.py`` of its checkpoint.
+and reports the bbox (and segm) mAP of the training run's last evaluation. A
+2-process ``torchrun`` run (gloo) of Faster R-CNN with validation on finishes
+within ``DIST_DEADLINE`` and its last evaluation equals a one-process
+``test.py`` of its checkpoint. (test_mmdet_mmcv_full.py compares with mmcv-full.)
 
 It needs a Python with mmcv 1.7.2 (``MMCV_WITH_OPS=0``) and mmdet 2.28.2, found
 as tests/mmcv_python.py says; skipped with the reason otherwise. On top of the

@@ -1,4 +1,4 @@
-"""mmdetection 2.28.2 on mtrain's route equals mmdet on mmcv 1.7.2's own runner with mmcv-full's ops.
+"""mmdet 2.28.2 through mtrain's route equals mmdet on mmcv 1.7.2's own runner and mmcv-full ops.
 
 The reference is mmcv-full 1.7.2 with its compiled CPU kernels
 (``bench/build_mmcv_full_cpu.sh`` builds them for current torch) and mmdet
