@@ -16,15 +16,9 @@ it ends bitwise equal to the uninterrupted one, with mmseg's
 ``RandomCrop(cat_max_ratio=0.75)``, whose number of random draws depends on
 the image (so each rank's RNG state differs from the other's).
 
-Parts switch on by themselves when mtrain can do them:
-
-* the resume comparison needs every rank's RNG state in the checkpoint
-  (``ranks``; issue 32 item 2): skipped while a 2-process checkpoint lacks it;
-* mmcls's own ``DistributedSampler`` calls ``auto_select_device()`` whatever
-  ``--device`` says, which needs the route's fix of mmcv.device's probe
-  (issue 32 item 3): until then the mmcls test is skipped. (The one-process
-  runs as the READMEs say, without ``--device``, are test_mmcv_e2e.py's, with
-  that fix.)
+It needs every rank's RNG state in the checkpoint (``ranks``; issue 32 item 2)
+and the route's fix of mmcv.device's probe (issue 32 item 3: mmcls's own
+``DistributedSampler`` calls ``auto_select_device()`` whatever ``--device`` says).
 
 Launch: ``torchrun ... -m mtrain.compat.run`` (:func:`_launch`, the one place
 to change for the route's environment switch).
@@ -166,9 +160,7 @@ def test_mmseg_on_two_processes_logs_the_metrics_a_one_process_test_py_computes(
 
 
 def test_mmseg_killed_on_two_processes_resumes_bitwise(env, seg_run, tmp_path):
-    if 'ranks' not in _load(osp.join(seg_run, 'iter_3.pth')):
-        pytest.skip("this mtrain keeps one rank's RNG state in a checkpoint: a resumed rank 1 "
-                    'draws other crops (issue 32 item 2, branch resume)')
+    assert 'ranks' in _load(osp.join(seg_run, 'iter_3.pth'))  # every rank's RNG state
     killed, resumed = str(tmp_path / 'killed'), str(tmp_path / 'resumed')
     done = _launch(env, 'mmseg', 'seg_dist.py', killed, '--seed', '0', kill_after=4)
     assert done.returncode != 0  # SIGKILLed after iteration 4, one past iter_3.pth
@@ -188,9 +180,7 @@ def test_mmseg_killed_on_two_processes_resumes_bitwise(env, seg_run, tmp_path):
 
 
 def test_mmcls_on_two_processes_logs_the_metrics_a_one_process_test_py_computes(env, tmp_path):
-    if not env[4]:  # (its DistributedSampler asks for the device, whatever the flags say)
-        pytest.skip("mmcls's auto_select_device() fails under this route (issue 32 item 3, "
-                    'branch route)')
+    assert env[4]  # auto_select_device() works under the route (its sampler asks for it)
     work_dir = str(tmp_path / 'train')
     _ok(_launch(env, 'mmcls', 'cls.py', work_dir, '--seed', '0'))
     log = _log(work_dir)

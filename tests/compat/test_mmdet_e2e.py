@@ -217,9 +217,6 @@ def test_detector_trains_resumes_and_tests(world, tmp_path, name):
                            str(tmp_path / 'test'), ('nms', ))
 
 
-@pytest.mark.xfail(strict=False, reason='mmdet DistEvalHook._do_evaluate calls evaluate on rank 0 '
-                   'alone and mtrain/hooks/evaluation.py broadcasts inside it: both ranks hang '
-                   'at the first evaluation until the disteval branch lands (issue 32 item 1)')
 def test_two_processes_with_validation(world, tmp_path):
     """``torchrun`` x2 (gloo) of Faster R-CNN with validation on: no hang, test.py's metrics.
 
