@@ -22,9 +22,11 @@ import torch
 import torch.distributed as dist
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from ..defaults import METRIC_GREATER_KEYS, METRIC_LESS_KEYS, metric_rule
 from ..evaluation.inference import gather, multi_gpu_test, single_gpu_test, uses_mmcv_contract
 from ..registry import HOOKS
 from ..utils import ConfigError, broadcast_object
+from ..utils.errors import ConfigAssertionError
 from .eval_checks import (best_score, check_eval_config, check_eval_results, check_loader,
                           eval_predictions, evaluate_kwargs)
 from .hook import Hook
@@ -96,9 +98,9 @@ class EvalHook(Hook):
     priority = 'LOW'
     rule_map = {'greater': lambda x, y: x > y, 'less': lambda x, y: x < y}
     init_value_map = {'greater': -inf, 'less': inf}
-    _default_greater_keys = ['acc', 'top', 'AR@', 'auc', 'precision', 'mAP', 'mDice', 'mIoU',
-                             'mAcc', 'aAcc']
-    _default_less_keys = ['loss']
+    # mmcv's class attributes, which 1.x subclasses override; the rule is mtrain.defaults'.
+    _default_greater_keys = list(METRIC_GREATER_KEYS)
+    _default_less_keys = list(METRIC_LESS_KEYS)
     #: mmcv's default ``test_fn`` (``mmcv.engine.single_gpu_test``).
     default_test_fn = staticmethod(single_gpu_test)
     # How a distributed run gathers results; DistEvalHook takes them as arguments.
@@ -121,8 +123,9 @@ class EvalHook(Hook):
         if not isinstance(by_epoch, bool):
             raise ValueError(f'evaluation by_epoch must be True or False, got {by_epoch!r}')
         if save_best is not None and not isinstance(save_best, str):
-            raise ValueError(f"evaluation save_best must be a metric name, 'auto' or None, "
-                             f'got {save_best!r}')
+            # an AssertionError too: mmcv 1.7.2 asserts it (its own tests catch that class)
+            raise ConfigAssertionError(f"save_best must be a metric name, 'auto' or None, "
+                                       f'got {save_best!r}', key='evaluation.save_best')
         self.dataloader = dataloader
         self.start = start
         self.interval = interval
@@ -152,18 +155,8 @@ class EvalHook(Hook):
             raise ConfigError(f"rule must be 'greater', 'less' or None, got {rule!r}",
                               key='evaluation.rule')
         if rule is None and key != 'auto':
-            lowered = key.lower()
-            greater = [k.lower() for k in self.greater_keys]
-            less = [k.lower() for k in self.less_keys]
-            if lowered in greater:
-                rule = 'greater'
-            elif lowered in less:
-                rule = 'less'
-            elif any(k in lowered for k in greater):
-                rule = 'greater'
-            elif any(k in lowered for k in less):
-                rule = 'less'
-            else:
+            rule = metric_rule(key, greater_keys=self.greater_keys, less_keys=self.less_keys)
+            if rule is None:
                 raise ConfigError(f"cannot tell whether a greater or a smaller '{key}' is "
                                   "better; set evaluation.rule='greater' or 'less' (or list the "
                                   'key in greater_keys/less_keys)', key='evaluation.rule')

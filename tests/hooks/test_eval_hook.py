@@ -197,3 +197,23 @@ def test_a_dataset_without_evaluate_fails_when_built():
 
     with pytest.raises(ConfigError, match=r'key `evaluation`.*NoEvaluate has no evaluate'):
         EvalHook(build_dataloader(NoEvaluate(), 8, 0, shuffle=False))
+
+
+def test_a_save_best_that_is_not_a_name_is_mmcvs_assertion_and_a_config_error(toy_dataset):
+    """mmcv 1.7.2 asserts ``isinstance(save_best, str)``; 1.x code (and mmcv's tests) catch that."""
+    loader = build_dataloader(toy_dataset, samples_per_gpu=2, workers_per_gpu=0)
+    with pytest.raises(AssertionError, match='evaluation.save_best'):
+        EvalHook(loader, save_best=True)
+    with pytest.raises(ConfigError):
+        EvalHook(loader, save_best=True)
+
+
+def test_a_subclass_overriding_the_default_keys_changes_the_inferred_rule(toy_dataset):
+    """mmcv's ``_default_greater_keys``/``_default_less_keys`` are override points."""
+    class ErrorIsLess(EvalHook):
+        _default_less_keys = ['loss', 'err']
+
+    loader = build_dataloader(toy_dataset, samples_per_gpu=2, workers_per_gpu=0)
+    assert ErrorIsLess(loader, save_best='err_rate').rule == 'less'
+    with pytest.raises(ConfigError, match='evaluation.rule'):
+        EvalHook(loader, save_best='err_rate')
