@@ -101,3 +101,11 @@ def test_chunks_give_the_same_result(monkeypatch):
     whole = ious(boxes, boxes)
     monkeypatch.setattr(ri, 'CHUNK', 7)
     assert torch.equal(ious(boxes, boxes), whole)
+
+
+def test_barely_touching_tips_are_computed_and_far_pairs_are_zero():
+    """Two 2x2 squares turned 45 degrees whose tips overlap by 0.2: a diamond of area 0.02."""
+    d = 2 * math.sqrt(2) - 0.2
+    got = ious([[0.0, 0.0, 2.0, 2.0, math.pi / 4]], [[d, 0.0, 2.0, 2.0, math.pi / 4]])
+    assert got.item() == pytest.approx(0.02 / (8 - 0.02), rel=1e-4)
+    assert ious([[0.0, 0.0, 2.0, 2.0, 0.3]], [[2.9, 0.0, 2.0, 2.0, 0.3]]).item() == 0.0
