@@ -32,7 +32,8 @@ from mtrain.compat.ops.ext import ExtModule
 
 OURS = ExtModule('mmcv._ext')
 WRAPPERS = ('mmcv.ops.nms', 'mmcv.ops.roi_align', 'mmcv.ops.deform_conv',
-            'mmcv.ops.modulated_deform_conv')
+            'mmcv.ops.modulated_deform_conv', 'mmcv.ops.box_iou_rotated',
+            'mmcv.ops.roi_align_rotated')
 ROWS: List[str] = []
 FAILED: List[str] = []
 
@@ -102,6 +103,14 @@ def nms_cases(gen: torch.Generator) -> None:
     record('nms_match 800 boxes', ['groups'], [torch.tensor(same)], [torch.tensor(True)], 0)
 
 
+def forward_backward(fn: Callable, feat: torch.Tensor, grad: torch.Tensor, dtype) -> tuple:
+    """``fn(x)`` on a fresh leaf ``x`` (``feat`` as ``dtype``) and ``x``'s gradient."""
+    x = feat.to(dtype).detach().clone().requires_grad_()
+    out = fn(x)
+    out.backward(grad.to(dtype))
+    return out.detach(), x.grad
+
+
 def roi_align_cases(gen: torch.Generator) -> None:
     from mmcv.ops.roi_align import roi_align
     feat = torch.randn(2, 16, 40, 48, generator=gen, dtype=torch.float64)
@@ -111,14 +120,55 @@ def roi_align_cases(gen: torch.Generator) -> None:
     grad = torch.randn(256, 16, 7, 7, generator=gen, dtype=torch.float64)
     for dtype in (torch.float64, torch.float32):
         for aligned, ratio, mode in ((True, 0, 'avg'), (False, 2, 'avg'), (True, 2, 'max')):
-            def run():
-                x = feat.to(dtype).detach().clone().requires_grad_()
-                out = roi_align(x, rois.to(dtype), 7, 0.125, ratio, mode, aligned)
-                out.backward(grad.to(dtype))
-                return out.detach(), x.grad
-            ref, got = both(run)
+            ref, got = both(lambda: forward_backward(
+                lambda x: roi_align(x, rois.to(dtype), 7, 0.125, ratio, mode, aligned), feat,
+                grad, dtype))
             record(f'roi_align {str(dtype)[6:]} aligned={aligned} ratio={ratio} {mode}',
                    ['output', 'grad_input'], ref, got, 0)
+
+
+def _rotated_boxes(gen: torch.Generator, n: int) -> torch.Tensor:
+    """(n, 5) boxes, a quarter of them axis-aligned (parallel edges) and some repeated."""
+    boxes = torch.cat([torch.rand(n, 2, generator=gen) * 60, torch.rand(n, 2, generator=gen) * 30
+                       + 1, (torch.rand(n, 1, generator=gen) - 0.5) * 4], 1)
+    boxes[::4, 4] = torch.pi / 2 * torch.randint(-1, 2, (len(boxes[::4]), ), generator=gen)
+    boxes[1::7] = boxes[0::7][:len(boxes[1::7])]
+    return boxes
+
+
+def rotated_cases(gen: torch.Generator) -> None:
+    from mmcv.ops import box_iou_rotated, nms_rotated
+    a, b = _rotated_boxes(gen, 300), _rotated_boxes(gen, 200)
+    why = 'hull by angle sort, not Graham scan: fan sums differ in the last bits'
+    for mode in ('iou', 'iof'):
+        for aligned in (False, True):
+            ref, got = both(lambda: box_iou_rotated(a, b if not aligned else a.flip(0), mode,
+                                                    aligned))
+            record(f'box_iou_rotated 300x200 {mode} aligned={aligned}', ['ious'], [ref], [got],
+                   2e-6, why)
+    scores = (torch.rand(300, generator=gen) * 20).round() / 20
+    labels = torch.randint(0, 3, (300, ), generator=gen)
+    for lab in (None, labels):
+        ref, got = both(lambda: nms_rotated(a, scores, 0.3, lab))
+        record(f'nms_rotated 300 boxes, tied scores, labels={lab is not None}', ['dets', 'inds'],
+               ref, got, 0)
+
+
+def roi_align_rotated_cases(gen: torch.Generator) -> None:
+    from mmcv.ops import roi_align_rotated
+    feat = torch.randn(2, 8, 30, 36, generator=gen, dtype=torch.float64)
+    rois = torch.cat([torch.randint(0, 2, (128, 1), generator=gen).double(),
+                      torch.rand(128, 2, generator=gen, dtype=torch.float64) * 300,
+                      torch.rand(128, 2, generator=gen, dtype=torch.float64) * 100 + 2,
+                      (torch.rand(128, 1, generator=gen, dtype=torch.float64) - 0.5) * 6], 1)
+    grad = torch.randn(128, 8, 7, 7, generator=gen, dtype=torch.float64)
+    for dtype in (torch.float64, torch.float32):
+        for aligned, ratio, clockwise in ((True, 2, False), (False, 2, True), (True, 0, True)):
+            ref, got = both(lambda: forward_backward(
+                lambda x: roi_align_rotated(x, rois.to(dtype), 7, 0.125, ratio, aligned,
+                                            clockwise), feat, grad, dtype))
+            record(f'roi_align_rotated {str(dtype)[6:]} aligned={aligned} ratio={ratio} '
+                   f'clockwise={clockwise}', ['output', 'grad_input'], ref, got, 0)
 
 
 def _dcn_inputs(gen, dtype, n=2, c=8, hw=17, o=16, k=3, stride=1, groups=2, dg=2):
@@ -216,7 +266,9 @@ def uncompared() -> List[str]:
 #: Each group of cases and the entry points it needs from mtrain.
 CASES = ((nms_cases, ('nms', 'softnms', 'nms_match')),
          (roi_align_cases, ('roi_align_forward', 'roi_align_backward')),
-         (dcn_cases, ('deform_conv_forward', 'modulated_deform_conv_forward')))
+         (dcn_cases, ('deform_conv_forward', 'modulated_deform_conv_forward')),
+         (rotated_cases, ('box_iou_rotated', 'nms_rotated')),
+         (roi_align_rotated_cases, ('roi_align_rotated_forward', 'roi_align_rotated_backward')))
 
 
 def main() -> int:

@@ -22,12 +22,14 @@ warm-up, with ``torch.cuda.synchronize()`` on a GPU:
   ``deform_roi_pool`` forward + backward (512 RoIs on a stride-16 map):
   mtrain only;
 - ``dcn`` (DCN and DCNv2 on ResNet-50 stage 3), ``carafe``, ``msda``
-  (Deformable DETR's encoder): bench/ops_dense.py says what each row is.
+  (Deformable DETR's encoder): bench/ops_dense.py says what each row is;
+- ``rotated`` (box_iou_rotated, nms_rotated, roi_align_rotated at mmrotate
+  sizes): bench/ops_rotated.py.
 
 ``--compiled`` adds mmcv-full's compiled kernels (``import mmcv._ext`` must
 find them: a Python where bench/build_mmcv_full_cpu.sh built mmcv-full, with
 its source tree on ``PYTHONPATH``) for the ops it has a CPU kernel for: nms,
-roi_align, softnms, nms_match.
+roi_align, softnms, nms_match and the rotated ops.
 """
 
 import argparse
@@ -45,7 +47,9 @@ from mtrain.compat.ops import roi_align as ra
 from mtrain.compat.ops.focal_loss import sigmoid_focal_loss_backward, sigmoid_focal_loss_forward
 
 OPS = entry_points()
-COMPILED_OPS = ('nms', 'roi_align_forward', 'roi_align_backward', 'softnms', 'nms_match')
+COMPILED_OPS = ('nms', 'roi_align_forward', 'roi_align_backward', 'softnms', 'nms_match',
+                'box_iou_rotated', 'nms_rotated', 'roi_align_rotated_forward',
+                'roi_align_rotated_backward')
 STRIDES = (4, 8, 16, 32)
 IMAGE = (800, 1216)
 
@@ -257,7 +261,7 @@ def main() -> None:
     parser.add_argument('--repeats', type=int, default=5)
     parser.add_argument('--quick', action='store_true', help='smaller sizes (a smoke run)')
     parser.add_argument('--only', nargs='*', default=['nms', 'roi_align', 'focal', 'rest', 'dcn',
-                                                      'carafe', 'msda'])
+                                                      'carafe', 'msda', 'rotated'])
     parser.add_argument('--compiled', action='store_true', help="add mmcv-full's kernels")
     args = parser.parse_args()
     if args.compiled:
@@ -269,6 +273,8 @@ def main() -> None:
                'rest': bench_rest}
     from ops_dense import BENCHES as DENSE  # bench/ops_dense.py (it imports timed from here)
     benches.update(DENSE)
+    from ops_rotated import BENCHES as ROTATED  # bench/ops_rotated.py (rotated boxes)
+    benches.update(ROTATED)
     for name in args.only:
         benches[name](args, rows)
     print(f'| op, size: implementation | ms ({args.device}, {args.threads} thread(s), '

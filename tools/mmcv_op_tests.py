@@ -36,6 +36,8 @@ TEST_FILES = {
     'carafe': ['test_carafe.py'],
     'masked_conv': ['test_masked_conv2d.py'],
     'sync_bn': ['test_syncbn.py'],
+    'rotated_iou': ['test_box_iou_rotated.py', 'test_nms_rotated.py'],
+    'roi_align_rotated': ['test_roi_align_rotated.py'],
 }
 #: Run in the child: the route first, then pytest; the ops called are printed at the end.
 CHILD = '''

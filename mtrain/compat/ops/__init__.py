@@ -50,6 +50,8 @@ OP_MODULES = (
     'carafe',           # carafe_*, carafe_naive_* (ops2)
     'masked_conv',      # masked_im2col_forward, masked_col2im_forward (ops2)
     'sync_bn',          # sync_bn_* (ops2)
+    'rotated_iou',      # box_iou_rotated, nms_rotated (ops3)
+    'roi_align_rotated',  # roi_align_rotated_forward/backward (ops3)
 )
 
 _table: Dict[str, Callable] = {}

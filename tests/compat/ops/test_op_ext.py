@@ -32,15 +32,15 @@ def test_an_implemented_op_is_recorded_at_its_first_call_then_served_directly(mo
 def test_a_missing_op_resolves_and_raises_one_line_at_its_call(monkeypatch):
     monkeypatch.setattr(ext, 'served', {})
     module = ext.ExtModule('mmcv._ext')
-    assert hasattr(module, 'nms_rotated')  # what mmcv's load_ext asserts at import
+    assert hasattr(module, 'nms_quadri')  # what mmcv's load_ext asserts at import
     with pytest.raises(ext.MissingOpError) as error:
-        module.nms_rotated(torch.zeros(1, 5))
+        module.nms_quadri(torch.zeros(1, 5))
     message = str(error.value)
     assert '\n' not in message
-    assert "mmcv op 'nms_rotated' (called from " + __name__ + ')' in message
+    assert "mmcv op 'nms_quadri' (called from " + __name__ + ')' in message
     assert 'mtrain/compat/ops' in message and 'mmcv-full' in message
     assert isinstance(error.value, RuntimeError)  # what mmcv-era code catches
-    assert ext.served == {'nms_rotated': ext.NOT_IMPLEMENTED}
+    assert ext.served == {'nms_quadri': ext.NOT_IMPLEMENTED}
     assert module.get_compiler_version() == 'n/a'
     with pytest.raises(AttributeError):
         module.__wrapped__

@@ -81,8 +81,8 @@ def _run(tmp_path, code, *flags):
 def routed(tmp_path_factory):
     """One routed run: the wrappers, the DCN constructor, then an op mtrain lacks (exit 1)."""
     missing = """
-from mmcv.ops import nms_rotated
-nms_rotated(torch.rand(3, 5), torch.rand(3), 0.5)
+from mmcv.ops import nms_quadri
+nms_quadri(torch.rand(3, 8), torch.rand(3), 0.5)
 """
     return _run(tmp_path_factory.mktemp('routed'), WRAPPERS + DCN + missing, '--list-ops')
 
@@ -106,8 +106,8 @@ def test_an_op_mtrain_lacks_ends_the_run_with_one_line(routed):
     assert routed.returncode == 1
     assert 'Traceback' not in routed.stderr
     assert routed.stderr.strip().splitlines()[-1].startswith(
-        "error: mmcv op 'nms_rotated' (called from mmcv.ops.nms) has no implementation")
-    assert 'nms_rotated -> not implemented' in routed.stdout
+        "error: mmcv op 'nms_quadri' (called from mmcv.ops.nms) has no implementation")
+    assert 'nms_quadri -> not implemented' in routed.stdout
 
 
 def _offset_lrs(stdout: str):
