@@ -128,9 +128,9 @@ def test_uncompiled_ops_import_and_fail_only_when_called(fake_mmcv):
         assert mmcv.runner.REAL_RUNNER and mmcv.Registry.OWN   # --mmcv-runner: all mmcv's own
         assert mmcv.ops.ext.get_compiler_version() == 'n/a'
         try:
-            mmcv.ops.ext.nms_rotated()  # one mtrain.compat.ops does not implement
+            mmcv.ops.ext.nms_quadri()  # one mtrain.compat.ops does not implement
         except RuntimeError as e:
-            assert "op 'nms_rotated' (called from __main__) has no implementation" in str(e)
+            assert "op 'nms_quadri' (called from __main__) has no implementation" in str(e)
         else:
             raise AssertionError('a missing op must raise')
     ''')

@@ -14,10 +14,12 @@ equal and the DCN run's differ by one unit at most; lr, bbox/segm metrics exactl
 detections of ``test.py`` on each run's own last checkpoint (same number per
 class and image, boxes and scores within ``BOX_ATOL``).
 
-Skipped with the reason unless ``$MMCV_FULL_PYTHON`` (default
-``/work/venv-mmcv-full/bin/python``) has mmcv-full 1.7.2 with ``mmcv._ext``
-and mmdet 2.28.2 (``pip install --no-deps mmdet==2.28.2 six terminaltables
-pycocotools``).
+Runs on request: ``MMCV_FULL_PYTHON=/work/venv-mmcv-full/bin/python`` names a
+Python with mmcv-full 1.7.2 with ``mmcv._ext`` and mmdet 2.28.2 (``pip install
+--no-deps mmdet==2.28.2 six terminaltables pycocotools``); skipped with the reason
+otherwise. The reference takes about an hour to build on 2 cores and the comparison a
+minute of the suite's five, so like tests/compat/test_install.py it is not part of the
+default run; its last result is in docs/migration.md ("mmdetection 2.28.2 end to end").
 """
 
 import os
@@ -39,7 +41,10 @@ CASES = {'mask_rcnn': ('bbox', 'segm'), 'faster_rcnn_dcn': ('bbox', )}
 
 @pytest.fixture(scope='module')
 def full_python():
-    python = os.environ.get('MMCV_FULL_PYTHON', '/work/venv-mmcv-full/bin/python')
+    python = os.environ.get('MMCV_FULL_PYTHON')
+    if not python:
+        pytest.skip('a comparison against a locally built mmcv-full 1.7.2, run on request: set '
+                    'MMCV_FULL_PYTHON (bench/build_mmcv_full_cpu.sh builds one)')
     probe = ('import mmcv, mmcv._ext, mmdet; print(mmcv.__version__, mmdet.__version__)')
     found = os.access(python, os.X_OK) and subprocess.run(
         [python, '-c', probe], capture_output=True, text=True).stdout.split() == ['1.7.2', '2.28.2']
