@@ -3,9 +3,10 @@
 from . import schedules
 from .checkpoint import CheckpointHook
 from .closure import ClosureHook
+from .dist_evaluation import DistEvalHook
 from .early_stopping import EarlyStoppingHook
 from .ema import EMAHook
-from .evaluation import DistEvalHook, EvalHook
+from .evaluation import EvalHook
 from .fp16 import Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook
 from .hook import STAGES, Hook
 from .iter_timer import IterTimerHook

@@ -6,7 +6,7 @@ Config (mmcv 1.x keys)::
     # mmdet 2.x style, on 2 processes: results gathered through the process group
     evaluation = dict(interval=1, metric='mAP', save_best='mAP', gpu_collect=True)
 
-The run uses :class:`DistEvalHook` when it is distributed and :class:`EvalHook`
+The run uses :class:`~.dist_evaluation.DistEvalHook` when it is distributed and :class:`EvalHook`
 otherwise (as mmdet/mmseg's ``train_*`` functions choose); the keys only
 ``DistEvalHook`` takes (``gpu_collect``, ``tmpdir``, ``broadcast_bn_buffer``)
 are dropped in one process, so one config runs both ways.
@@ -19,8 +19,6 @@ from math import inf
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
-import torch.distributed as dist
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from ..defaults import METRIC_GREATER_KEYS, METRIC_LESS_KEYS, metric_rule
 from ..evaluation.inference import gather, multi_gpu_test, single_gpu_test, uses_mmcv_contract
@@ -425,61 +423,6 @@ class EvalHook(Hook):
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.best_score = state.get('best_score')
         self.best_ckpt_path = state.get('best_ckpt_path')
-
-
-@HOOKS.register_module()
-class DistEvalHook(EvalHook):
-    """:class:`EvalHook` for a distributed run, with mmcv's ``DistEvalHook`` options.
-
-    Each rank infers its ``DistributedSampler`` share; the shares are gathered
-    on rank 0 in dataset order. Config::
-
-        evaluation = dict(interval=1, metric='mAP', gpu_collect=True)
-
-    Args:
-        broadcast_bn_buffer: copy rank 0's BatchNorm ``running_mean`` and
-            ``running_var`` to every rank before inferring (DDP does not keep
-            them equal), so all shares are scored by one model.
-        tmpdir: a folder on a filesystem every rank sees, for
-            ``gpu_collect=False`` (default: ``<work_dir>/.eval_hook``).
-        gpu_collect: gather the pickled results through the process group
-            (over the GPUs under NCCL) instead of files in ``tmpdir``.
-        test_fn: ``test_fn(model, dataloader, tmpdir=..., gpu_collect=...)``
-            returning the gathered results on rank 0; default:
-            :func:`mtrain.evaluation.multi_gpu_test` (``mmcv.engine``'s).
-        Other arguments: see :class:`EvalHook`.
-    """
-
-    default_test_fn = staticmethod(multi_gpu_test)
-
-    def __init__(self, dataloader: Any, start: Optional[int] = None, interval: int = 1,
-                 by_epoch: bool = True, save_best: Optional[str] = None,
-                 rule: Optional[str] = None, test_fn: Optional[Callable] = None,
-                 greater_keys: Optional[Sequence[str]] = None,
-                 less_keys: Optional[Sequence[str]] = None, broadcast_bn_buffer: bool = True,
-                 tmpdir: Optional[str] = None, gpu_collect: bool = False,
-                 out_dir: Optional[str] = None, file_client_args: Optional[dict] = None,
-                 **eval_kwargs) -> None:
-        super().__init__(dataloader, start=start, interval=interval, by_epoch=by_epoch,
-                         save_best=save_best, rule=rule, test_fn=test_fn,
-                         greater_keys=greater_keys, less_keys=less_keys, out_dir=out_dir,
-                         file_client_args=file_client_args, **eval_kwargs)
-        self.broadcast_bn_buffer = broadcast_bn_buffer
-        self.tmpdir = tmpdir
-        self.gpu_collect = gpu_collect
-
-    def test(self, runner) -> Any:
-        """Collective: rank 0's BatchNorm statistics to every rank, then :meth:`EvalHook.test`."""
-        if self.broadcast_bn_buffer and runner.world_size > 1:
-            for module in runner.model.modules():
-                if isinstance(module, _BatchNorm) and module.track_running_stats:
-                    dist.broadcast(module.running_var, 0)
-                    dist.broadcast(module.running_mean, 0)
-        return super().test(runner)
-
-    def _run_test_fn(self, runner) -> Any:
-        return self.test_fn(runner.model, self.dataloader, tmpdir=self._tmpdir(runner),
-                            gpu_collect=self.gpu_collect)
 
 
 def _publish(runner, metrics: Dict[str, Any], eval_iter_num: int) -> None:
