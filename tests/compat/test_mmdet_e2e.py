@@ -223,12 +223,12 @@ def test_detector_trains_resumes_and_tests(world, tmp_path, name):
 def test_two_processes_with_validation(world, tmp_path):
     """``torchrun`` x2 (gloo) of Faster R-CNN with validation on: no hang, test.py's metrics.
 
-    The harness replaces only mmdet's CUDA-only ``build_ddp`` (``mmdet_cpu_ddp.py``).
+    The harness replaces only mmdet's CUDA-only ``build_ddp`` (``cpu_ddp_train.py``).
     """
     python, root, tools, environ = world
     work = str(tmp_path / 'dist')
     _run([python, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2',
-          '-m', 'mtrain.compat.run', osp.join(HERE, 'mmdet_cpu_ddp.py'),
+          '-m', 'mtrain.compat.run', osp.join(HERE, 'cpu_ddp_train.py'),
           osp.join(tools, 'train.py'), osp.join(root, 'faster_rcnn.py'), '--launcher', 'pytorch',
           '--work-dir', work, '--seed', '0'], root, environ, DIST_DEADLINE)
     log = _log(work)
