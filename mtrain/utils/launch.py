@@ -197,7 +197,7 @@ def _start_watch(env: Mapping[str, str]) -> None:
 
 
 def _stop_watch_at_exit() -> None:
-    """At interpreter exit, end the watch thread (and a gloo group) before the teardown.
+    """At interpreter exit, end the watch thread before the interpreter tears down.
 
     1.x scripts never call :func:`destroy_dist`; a daemon thread still inside
     a store call while the interpreter shuts down aborts the process
@@ -208,12 +208,6 @@ def _stop_watch_at_exit() -> None:
     if watch is not None:
         watch.stop()
         watch.join()
-    # A gloo group left to the interpreter's teardown still aborted a rank's exit
-    # ("terminate called without an active exception": mmdet's 2-process run, once in
-    # five suite runs); leaving it here is local and ends its threads first. NCCL's
-    # may wait on unfinished work, so it is left to the teardown as before.
-    if dist.is_available() and dist.is_initialized() and dist.get_backend() == 'gloo':
-        dist.destroy_process_group()
 
 
 class _FailureWatch:
