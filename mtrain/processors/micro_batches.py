@@ -29,6 +29,7 @@ KEY = 'optimizer_config.micro_batch'
 
 
 def train_in_micro_batches(processor, runner, batch: Any, forward: Forward, factor: float = 1.,
+                           first: bool = True,
                            final: bool = True) -> Tuple[torch.Tensor, Dict[str, Any], int]:
     """Forward and backward ``batch`` in micro-batches of the run's size; retry smaller on OOM.
 
@@ -36,7 +37,8 @@ def train_in_micro_batches(processor, runner, batch: Any, forward: Forward, fact
     a collective under DDP); each micro-batch runs in ``no_sync()`` and,
     when ``final`` and the iteration ends a window, the gradients are
     averaged over the ranks once all have succeeded. ``factor`` multiplies
-    every loss (MultiBatchProcessor's ``'mean'``).
+    every loss (MultiBatchProcessor's ``'mean'``); ``first`` / ``final``:
+    the batch is the iteration's first / last (MultiBatchProcessor's tuples).
 
     Returns ``(loss, log_vars, num_samples)``: the batch's loss (detached,
     times ``factor``) and log values, each the samples-weighted mean over
@@ -50,6 +52,8 @@ def train_in_micro_batches(processor, runner, batch: Any, forward: Forward, fact
     while True:
         size = sizes.for_batch(samples)
         attempt = Attempt(module, params, step.losses)
+        if distributed and first and runner.iter % step.cumulative_iters == 0:
+            _broadcast_buffers_at_next_forward(runner.model_wrapper)
         error = None
         try:
             result = _attempt(processor, runner, split_batch(batch, size), samples, forward,
@@ -72,6 +76,21 @@ def train_in_micro_batches(processor, runner, batch: Any, forward: Forward, fact
     if size != first_size:
         _log_new_size(runner, module, samples, size)
     return result
+
+
+def _broadcast_buffers_at_next_forward(wrapper: Any) -> None:
+    """DDP's buffer broadcast (``broadcast_buffers=True``) at the forward that begins a window.
+
+    DDP broadcasts rank 0's buffers at the first forward after a synced one,
+    i.e. at the start of every window; micro-batches all run in
+    ``no_sync()``, so DDP's flag for it is set again here, at each attempt:
+    the rollback restored this rank's own buffers, and a forward that ran
+    out of memory never reached DDP's post-forward, which clears the flag,
+    so the ranks' flags differ until set (a broadcast on one rank alone
+    hangs the job: the 2-rank test does without this line).
+    """
+    if hasattr(wrapper, 'require_forward_param_sync'):
+        wrapper.require_forward_param_sync = True
 
 
 def _attempt(processor, runner, parts: List[Tuple[Any, int]], samples: int, forward: Forward,

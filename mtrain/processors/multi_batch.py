@@ -159,8 +159,8 @@ class MultiBatchProcessor(BatchProcessor):
             return loss, log_vars
 
         factor = 1 / count if self.loss_reduction == 'mean' else 1.
-        loss, log_vars, samples = train_in_micro_batches(self, runner, item, forward, factor,
-                                                         final=index == count - 1)
+        loss, log_vars, samples = train_in_micro_batches(
+            self, runner, item, forward, factor, first=index == 0, final=index == count - 1)
         if self.empty_cache and runner.device.type == 'cuda':
             torch.cuda.empty_cache()
         return task, log_vars, loss, samples
