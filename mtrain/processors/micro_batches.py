@@ -86,8 +86,8 @@ def _broadcast_buffers_at_next_forward(wrapper: Any) -> None:
     ``no_sync()``, so DDP's flag for it is set again here, at each attempt:
     the rollback restored this rank's own buffers, and a forward that ran
     out of memory never reached DDP's post-forward, which clears the flag,
-    so the ranks' flags differ until set (a broadcast on one rank alone
-    hangs the job: the 2-rank test does without this line).
+    so the ranks' flags differ until set again (a broadcast on one rank
+    alone hangs the job: the 2-rank test does, without this line).
     """
     if hasattr(wrapper, 'require_forward_param_sync'):
         wrapper.require_forward_param_sync = True
