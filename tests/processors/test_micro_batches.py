@@ -15,7 +15,7 @@ import torch
 
 from mtrain.hooks import (CheckpointHook, Fp16OptimizerHook, GradientCumulativeOptimizerHook,
                           OptimizerHook)
-from mtrain.processors import MultiBatchProcessor
+from mtrain.processors import MultiBatchProcessor, parse_losses
 from mtrain.processors.micro_batches import split_batch
 from mtrain.step import OutOfMemoryStop
 from mtrain.utils import ConfigError
@@ -235,3 +235,21 @@ def test_auto_without_an_out_of_memory_error_changes_nothing(make_runner, toy_lo
     off = _train(make_runner, toy_loader, ToyModel(), hook(None))
     assert auto.optim_step.micro_batch.size is None
     _assert_equal(_weights(auto), _weights(off))
+
+
+class OwnStepLimit(ForwardLimit):
+    """mmcv 1.x's contract: the model's own ``train_step(data, optimizer)`` makes the outputs."""
+
+    def train_step(self, data, optimizer):
+        loss, log_vars = parse_losses(self(**data))
+        return dict(loss=loss, log_vars=log_vars, num_samples=len(data['img']))
+
+
+def test_a_model_with_its_own_train_step_is_called_per_micro_batch(make_runner, toy_loader):
+    auto = _train(make_runner, toy_loader, OwnStepLimit(2), OptimizerHook(micro_batch='auto'))
+    fixed = _train(make_runner, toy_loader, OwnStepLimit(8), OptimizerHook(micro_batch=2))
+    whole = _train(make_runner, toy_loader, OwnStepLimit(8), OptimizerHook())
+    assert auto.optim_step.micro_batch.size == 2
+    _assert_equal(_weights(auto), _weights(fixed))
+    for k, v in _weights(whole).items():
+        torch.testing.assert_close(_weights(auto)[k], v, rtol=0, atol=1e-6)
