@@ -28,7 +28,7 @@ Forward = Callable[[Any, Any], Tuple[torch.Tensor, Dict[str, Any]]]
 KEY = 'optimizer_config.micro_batch'
 
 
-def train_in_micro_batches(processor, runner, batch: Any, forward: Forward, factor: float = 1.,
+def train_in_micro_batches(processor, runner, batch: Any, forward: Forward, divisor: int = 1,
                            first: bool = True,
                            final: bool = True) -> Tuple[torch.Tensor, Dict[str, Any], int]:
     """Forward and backward ``batch`` in micro-batches of the run's size; retry smaller on OOM.
@@ -36,13 +36,14 @@ def train_in_micro_batches(processor, runner, batch: Any, forward: Forward, fact
     Every rank calls it for every batch (one agreement after each attempt,
     a collective under DDP); each micro-batch runs in ``no_sync()`` and,
     when ``final`` and the iteration ends a window, the gradients are
-    averaged over the ranks once all have succeeded. ``factor`` multiplies
+    averaged over the ranks once all have succeeded. ``divisor`` divides
     every loss (MultiBatchProcessor's ``'mean'``); ``first`` / ``final``:
     the batch is the iteration's first / last (MultiBatchProcessor's tuples).
 
     Returns ``(loss, log_vars, num_samples)``: the batch's loss (detached,
-    times ``factor``) and log values, each the samples-weighted mean over
-    the micro-batches.
+    divided by ``divisor``) and log values, each the samples-weighted mean
+    over the micro-batches. Unsplit, the loss is back-propagated as it is
+    (÷ ``divisor``): the same operations as without ``micro_batch``.
     """
     step, module = runner.optim_step, runner.model_wrapper.module
     sizes, samples = step.micro_batch, batch_size(batch)
@@ -57,7 +58,7 @@ def train_in_micro_batches(processor, runner, batch: Any, forward: Forward, fact
         error = None
         try:
             result = _attempt(processor, runner, split_batch(batch, size), samples, forward,
-                              factor, distributed)
+                              divisor, distributed)
         except RuntimeError as e:
             if not is_out_of_memory(e):
                 raise
@@ -94,22 +95,29 @@ def _broadcast_buffers_at_next_forward(wrapper: Any) -> None:
 
 
 def _attempt(processor, runner, parts: List[Tuple[Any, int]], samples: int, forward: Forward,
-             factor: float, distributed: bool) -> Tuple[torch.Tensor, Dict[str, Any], int]:
+             divisor: int, distributed: bool) -> Tuple[torch.Tensor, Dict[str, Any], int]:
     """One try: each micro-batch's forward then backward; the weighted loss and log values."""
     total, logged = None, []
     for part, count in parts:
         share = count / samples
         with runner.model_wrapper.no_sync() if distributed else nullcontext():
             loss, log_vars = forward(runner, part)
-            weight = share * factor
-            processor.backward(runner, loss if weight == 1 else loss * weight)
-        loss = loss.detach() if weight == 1 else loss.detach() * weight
+            loss = _weighted(loss, share, divisor)
+            processor.backward(runner, loss)
+        loss = loss.detach()
         total = loss if total is None else total + loss
         logged.append((log_vars, share))
     if len(logged) == 1:
         return total, logged[0][0], samples
     keys = dict.fromkeys(k for log_vars, _ in logged for k in log_vars)
     return total, {k: sum(lv[k] * share for lv, share in logged if k in lv) for k in keys}, samples
+
+
+def _weighted(loss: torch.Tensor, share: float, divisor: int) -> torch.Tensor:
+    """``loss`` × its share of the batch's samples, ÷ ``divisor`` (each only when not 1)."""
+    if share != 1:
+        loss = loss * share
+    return loss if divisor == 1 else loss / divisor
 
 
 def _free(device: torch.device) -> None:

@@ -158,9 +158,9 @@ class MultiBatchProcessor(BatchProcessor):
             self.current = None
             return loss, log_vars
 
-        factor = 1 / count if self.loss_reduction == 'mean' else 1.
+        divisor = count if self.loss_reduction == 'mean' else 1
         loss, log_vars, samples = train_in_micro_batches(
-            self, runner, item, forward, factor, first=index == 0, final=index == count - 1)
+            self, runner, item, forward, divisor, first=index == 0, final=index == count - 1)
         if self.empty_cache and runner.device.type == 'cuda':
             torch.cuda.empty_cache()
         return task, log_vars, loss, samples

@@ -128,19 +128,21 @@ def test_out_of_memory_in_backward_inside_a_window_leaves_no_partial_gradients(m
     _assert_equal(_weights(auto), _weights(fixed))
 
 
+class Groups:
+    """Each step: a tuple of ``k`` batches of the loader (MultiBatchProcessor's input)."""
+
+    def __init__(self, loader, k):
+        self.loader, self.k = loader, k
+
+    def __iter__(self):
+        return zip(*[iter(self.loader)] * self.k)
+
+    def __len__(self):
+        return len(self.loader) // self.k
+
+
 def test_multi_batch_processor_splits_each_batch(make_runner, toy_loader):
-    class Pairs:  # each step: a tuple of two batches of 8 (MultiBatchProcessor's input)
-        def __init__(self, loader):
-            self.loader = loader
-
-        def __iter__(self):
-            it = iter(self.loader)
-            return ((a, b) for a, b in zip(it, it))
-
-        def __len__(self):
-            return len(self.loader) // 2
-
-    runs = [_train(make_runner, Pairs(toy_loader), model, OptimizerHook(micro_batch=micro),
+    runs = [_train(make_runner, Groups(toy_loader, 2), model, OptimizerHook(micro_batch=micro),
                    batch_processor=MultiBatchProcessor(loss_reduction='mean'))
             for model, micro in ((ForwardLimit(4), 'auto'), (ToyModel(), 4), (ToyModel(), None))]
     assert runs[0].optim_step.micro_batch.size == 4
@@ -227,12 +229,16 @@ def test_micro_batch_values_are_checked():
         OptimizerHook(micro_batch=0)
 
 
-def test_auto_without_an_out_of_memory_error_changes_nothing(make_runner, toy_loader):
-    def hook(micro):
-        return GradientCumulativeOptimizerHook(cumulative_iters=3, micro_batch=micro)
+@pytest.mark.parametrize('multi', [False, True])
+def test_auto_without_an_out_of_memory_error_changes_nothing(make_runner, toy_loader, multi):
+    def run(micro):  # (MultiBatchProcessor: 'mean' over 3 batches divides each loss by 3)
+        kwargs = dict(batch_processor=MultiBatchProcessor(loss_reduction='mean')) if multi \
+            else {}
+        return _train(make_runner, Groups(toy_loader, 3) if multi else toy_loader, ToyModel(),
+                      GradientCumulativeOptimizerHook(cumulative_iters=3, micro_batch=micro),
+                      **kwargs)
 
-    auto = _train(make_runner, toy_loader, ToyModel(), hook('auto'))
-    off = _train(make_runner, toy_loader, ToyModel(), hook(None))
+    auto, off = run('auto'), run(None)
     assert auto.optim_step.micro_batch.size is None
     _assert_equal(_weights(auto), _weights(off))
 
