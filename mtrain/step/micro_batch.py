@@ -113,9 +113,12 @@ class MicroBatchSize:
     def state_dict(self) -> Dict[str, Any]:
         return {} if self.size is None else {'micro_batch': self.size}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: Dict[str, Any], logger: Any = None) -> None:
         if self.auto and state.get('micro_batch'):  # (a fixed size stays the config's)
             self.size = int(state['micro_batch'])
+            if logger is not None:
+                logger.info(f"micro_batch='auto': micro-batches of up to {self.size} samples, "
+                            'as the checkpointed run found')
 
 
 class Attempt:

@@ -277,10 +277,10 @@ class OptimStep:
         self.overflow_skips.load(state, 'skipped_steps')
         self.nonfinite_skips.load(state, 'skipped_nonfinite')
         self.grad_norms.load_state_dict(state)
-        self.micro_batch.load_state_dict(state)
         if self.optimizer is None:  # resumed before the run started: applied in setup
             self._pending = dict(state)
             return
+        self.micro_batch.load_state_dict(state, self.logger)
         if self.scaler is not None and state.get('scaler'):
             self.scaler.load_state_dict(state['scaler'])
         restore_window_grads(grads_for_this_rank(state, self.logger), self.optimizer, self.model)

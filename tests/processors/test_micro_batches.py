@@ -163,11 +163,13 @@ def test_resume_after_the_split_restores_the_size(make_runner, toy_loader, tmp_p
         return runner, [r.message for r in caplog.records if 'micro_batch=' in r.message]
 
     full, logged = run()
-    assert len(logged) == 1
+    assert len(logged) == 1 and 'out of memory' in logged[0]
     ckpt = torch.load(tmp_path / 'iter_3.pth', weights_only=True)
     assert ckpt['hooks']['OptimizerHook']['micro_batch'] == 2
     resumed, logged = run(str(tmp_path / 'iter_3.pth'))
-    assert logged == []  # no second out-of-memory error: the size came from the checkpoint
+    # no second out-of-memory error: the size came from the checkpoint
+    assert logged == ["micro_batch='auto': micro-batches of up to 2 samples, as the "
+                      'checkpointed run found']
     assert resumed.optim_step.micro_batch.size == 2
     _assert_equal(_weights(full), _weights(resumed))
 
