@@ -150,13 +150,14 @@ class MultiBatchProcessor(BatchProcessor):
 
         def forward(runner, part: Any) -> Tuple[torch.Tensor, Dict[str, Any]]:
             self.current = MicroBatch(index, count, part, task)
-            runner.call_hook('before_forward')
-            with self.autocast(runner.device):
-                self.current.output = runner.model_wrapper.train_step(part)
-            runner.call_hook('after_forward')
-            loss, log_vars = self.loss_collector(self.current.output)
-            self.current = None
-            return loss, log_vars
+            try:  # (an out-of-memory error must not leave the graph referenced here)
+                runner.call_hook('before_forward')
+                with self.autocast(runner.device):
+                    self.current.output = runner.model_wrapper.train_step(part)
+                runner.call_hook('after_forward')
+                return self.loss_collector(self.current.output)
+            finally:
+                self.current = None
 
         divisor = count if self.loss_reduction == 'mean' else 1
         loss, log_vars, samples = train_in_micro_batches(
