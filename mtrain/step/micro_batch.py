@@ -162,12 +162,13 @@ class Attempt:
                 p.grad = grad
 
 
-def trainable_params(module: nn.Module, optimizer: torch.optim.Optimizer) -> List[nn.Parameter]:
-    """The model's trainable parameters, then any the optimizer holds beyond them, each once."""
+def trainable_params(module: nn.Module, optimizer: Any) -> List[nn.Parameter]:
+    """The model's trainable parameters, then any the optimizer(s) hold beyond them, each once."""
     found = {id(p): p for p in module.parameters() if p.requires_grad}
-    for group in optimizer.param_groups:
-        for p in group['params']:
-            found.setdefault(id(p), p)
+    for opt in optimizer.values() if isinstance(optimizer, dict) else [optimizer]:
+        for group in opt.param_groups:
+            for p in group['params']:
+                found.setdefault(id(p), p)
     return list(found.values())
 
 
