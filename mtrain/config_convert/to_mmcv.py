@@ -10,11 +10,12 @@ classes (so every chain, ``begin``/``end`` and ``convert_to_iter_based`` works).
 import copy
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..defaults import (MMENGINE_CHECKPOINT, MMENGINE_DEFAULT_HOOKS, MMENGINE_LOG_INTERVAL,
-                        MMENGINE_LOOP_OF_BY_EPOCH, MMENGINE_LOOPS, RUNNER_LOOP)
+from ..defaults import (MMENGINE_CHECKPOINT, MMENGINE_LOG_INTERVAL, MMENGINE_LOOP_OF_BY_EPOCH,
+                        MMENGINE_LOOPS, RUNNER_LOOP)
 from ..utils.errors import ConfigError
 from . import schedule_to_mmcv as sched
 from .ddp_keys import ddp_to_mmcv
+from .default_hooks import read_default_hooks, schedules_step
 from .ema import ema_to_mmcv
 from .evaluation import evaluator_to_metric, save_best_key
 from .loaders_to_mmcv import loaders_to_mmcv
@@ -50,10 +51,11 @@ def to_mmcv(cfg: Dict[str, Any], keep_schedulers: bool = False
     loop = _loop(src, out, report)
     loaders_to_mmcv(src, out, report)
     _optim(src, out, report, keep_schedulers)
-    scheduler_hooks = _schedules(src, out, loop, report, keep_schedulers)
+    slots = read_default_hooks(src, report)
+    scheduler_hooks = _schedules(src, out, loop, report, keep_schedulers, schedules_step(slots))
     _evaluation(src, out, loop, report, keep_schedulers)
     user_hooks = _custom_hooks(src, report)
-    default_hooks = _hooks(src, out, loop, report)
+    default_hooks = _hooks(slots, src, out, loop, report)
     _assemble_hooks(out, scheduler_hooks, default_hooks, user_hooks)
     ddp_to_mmcv(src, out, report)
     _environment(src, out, report)
@@ -187,16 +189,24 @@ def _assemble_hooks(out: Dict[str, Any], scheduler_hooks: List[dict],
 
 
 def _schedules(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
-               report: ConversionReport, keep: bool) -> List[dict]:
+               report: ConversionReport, keep: bool, stepped: bool) -> List[dict]:
     """``lr_config``/``momentum_config`` into ``out``; returns the hooks it needs (with
-    ``keep``: the ParamSchedulerHook that runs mmengine's schedulers)."""
+    ``keep``: the ParamSchedulerHook that runs mmengine's schedulers). ``stepped`` False:
+    ``default_hooks.param_scheduler=None`` (see :mod:`.default_hooks`)."""
     schedulers = sched.per_parameter_lists(src.pop('param_scheduler', None), out, report)
     if keep:
         if not schedulers:
             return []
         report.exact('param_scheduler', "custom_hooks: ParamSchedulerHook (mmengine's "
-                     'scheduler classes)')
-        return [dict(type='ParamSchedulerHook', param_scheduler=copy.deepcopy(schedulers))]
+                     'scheduler classes)' + ('' if stepped else ', built and never stepped, '
+                                             'as default_hooks.param_scheduler=None'))
+        hook = dict(type='ParamSchedulerHook', param_scheduler=copy.deepcopy(schedulers))
+        return [hook if stepped else dict(hook, stepped=False)]
+    if not stepped and schedulers:
+        report.lossy('default_hooks.param_scheduler', '(dropped)', "mmengine never steps the "
+                     "schedulers and trains at their step-0 values; the converted config has "
+                     "no schedule and trains at the optimizer's values")
+        return []
     lr, momentum = sched.split_schedulers(schedulers)
     lr_config = sched.lr_config(lr, loop, report, uniform_base_lr(out.get('optimizer')))
     momentum_config = sched.momentum_config(momentum, loop, report, out.get('optimizer'))
@@ -239,11 +249,11 @@ def _custom_hooks(src: Dict[str, Any], report: ConversionReport) -> Optional[Lis
     return hooks
 
 
-def _hooks(src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
+def _hooks(slots: Dict[str, Any], src: Dict[str, Any], out: Dict[str, Any], loop: sched.Loop,
            report: ConversionReport) -> List[dict]:
-    """``default_hooks`` → ``checkpoint_config``/``log_config``; returns the other default
-    hooks, which mtrain registers as custom hooks."""
-    hooks = {**MMENGINE_DEFAULT_HOOKS, **dict(src.pop('default_hooks', None) or {})}
+    """``default_hooks`` (read by :func:`read_default_hooks`) → ``checkpoint_config``/
+    ``log_config``; returns the other default hooks, which mtrain registers as custom hooks."""
+    hooks = dict(slots)
     for name in ('timer', 'param_scheduler', 'sampler_seed', 'runtime_info'):
         hooks.pop(name, None)
     _checkpoint(hooks.pop('checkpoint', None), out, loop, report)

@@ -43,11 +43,15 @@ class ParamSchedulerHook(Hook):
 
     Args:
         param_scheduler: a scheduler dict or a list of them, mmengine's schema.
+        stepped: False for ``default_hooks.param_scheduler=None`` in an
+            mmengine config: mmengine then builds the schedulers (applying
+            their step-0 values) and never steps them.
     """
 
     priority = 'LOW'  # mmengine's ParamSchedulerHook's; after mtrain's own LR hooks
 
-    def __init__(self, param_scheduler: Any) -> None:
+    def __init__(self, param_scheduler: Any, stepped: bool = True) -> None:
+        self.stepped = stepped
         items = [param_scheduler] if isinstance(param_scheduler, dict) else param_scheduler
         self.configs = [dict(copy.deepcopy(s)) for s in items]
         known = sorted(PARAM_SCHEDULERS.module_dict)
@@ -64,6 +68,8 @@ class ParamSchedulerHook(Hook):
     def before_train_iter(self, runner) -> None:
         if self.schedulers is None:
             self.schedulers = self._build(runner)
+        if not self.stepped:
+            return
         # mmengine steps after each iteration (by-iteration ones first) and after each
         # epoch; stepping up to the current position here gives the same values, lets
         # the logger report the lr this iteration uses, and makes a resume catch up.
