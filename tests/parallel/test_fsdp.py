@@ -29,15 +29,20 @@ def _shard_linear_layers(model):
     return MTFullyShardedDataParallel(model, shard_layers=['Linear'])
 
 
+# Whole-model files, not the sharded folders FSDP writes by default (test_sharded_checkpoint.py).
+WHOLE_FILES = dict(interval=1, sharded=False)
+
+
 def _fsdp_job(rank, model_cls, dataset_cls, work_dir, cumulative_iters, resume):
     if not resume:
-        train_toy(model_cls, dataset_cls, work_dir, 8, cumulative_iters, _shard_linear_layers)
+        train_toy(model_cls, dataset_cls, work_dir, 8, cumulative_iters, _shard_linear_layers,
+                  checkpoint_config=WHOLE_FILES)
         return
     train_toy(model_cls, dataset_cls, work_dir, 8, cumulative_iters, _shard_linear_layers,
-              max_epochs=1)
+              max_epochs=1, checkpoint_config=WHOLE_FILES)
     # Resume the written checkpoint (weights and sharded momentum) for the second epoch.
     train_toy(model_cls, dataset_cls, work_dir, 8, cumulative_iters, _shard_linear_layers,
-              resume_from=os.path.join(work_dir, 'epoch_1.pth'))
+              resume_from=os.path.join(work_dir, 'epoch_1.pth'), checkpoint_config=WHOLE_FILES)
 
 
 # Accumulation windows follow the run's length, so the accumulating run is not split.
