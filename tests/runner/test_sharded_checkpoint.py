@@ -12,6 +12,9 @@ import sys
 
 import pytest
 import torch
+from torch.distributed.tensor import DTensor
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'parallel'))
 from dist_launch import launch  # noqa: E402
@@ -175,3 +178,78 @@ def test_one_process_checkpoint_resumed_on_two_ranks_sees_each_sample_once(tmp_p
                    resume_from=str(tmp_path / 'one' / 'iter_3.pth'))
     assert _epoch0(resumed) == sorted(_epoch0_order(toy_dataset)[3 * 8:])
     assert all(torch.isfinite(v).all() for v in resumed[0]['params'].values())
+
+
+# -- no rank holds the whole state while it saves --------------------------------------------
+class _NewTensorBytes(TorchDispatchMode):
+    """Bytes of the tensors that ops create while it is active (on this thread).
+
+    Every tensor made by an op (an ``empty``, a copy, a collective's output,
+    a DTensor's local result) is counted once, at its size; outputs that are
+    views of an input's memory are not. The sum is an upper bound of what a
+    save holds at its peak: a gather of the whole model (``full_tensor``,
+    ``all_gather``) is counted in full.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {_storage(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor) and _storage(t) not in inputs:
+                self.bytes += _storage(t)[1]
+        return out
+
+
+def _storage(t):
+    """``(address, bytes)`` of a tensor's memory (a DTensor's: its local shard's)."""
+    t = t._local_tensor if isinstance(t, DTensor) else t
+    try:
+        return t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
+    except RuntimeError:  # no memory of its own (FSDP frees a gathered parameter's)
+        return None, 0
+
+
+def _measured_saves(rank, work_dir, out):
+    """One FSDP update of a 2-layer MLP, then three measured saves: whole file, sharded, sharded
+    in the background."""
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.Linear(1024, 256))
+    wrapped = MTFullyShardedDataParallel(model, shard_layers=['Linear'])
+    optimizer = torch.optim.SGD(wrapped.parameters(), lr=0.1, momentum=0.9)
+    wrapped.module(torch.randn(8, 256)).square().mean().backward()
+    optimizer.step()
+    runner = EpochBasedRunner(wrapped, optimizer=optimizer, work_dir=str(work_dir),
+                              logger=get_logger(), max_epochs=1)
+    measured = {}
+    for name, sharded, background in (('whole', False, False), ('sharded', True, False),
+                                      ('background', True, True)):
+        runner.sharded_checkpoints = sharded
+        with _NewTensorBytes() as count:
+            runner.gather_checkpoint_state(background=background)
+            runner.save_checkpoint(str(work_dir), filename_tmpl=f'{name}.pth',
+                                   background=background)
+        runner.wait_for_checkpoint()
+        measured[name] = count.bytes
+    torch.save(measured, osp.join(out, f'rank{rank}.pt'))
+
+
+def test_no_rank_materialises_the_whole_state_during_a_sharded_save(tmp_path):
+    assert launch(_measured_saves, tmp_path / 'work', str(tmp_path), timeout=120)[0] == [0, 0]
+    # The whole state: fp32 weights and momentum of 256*1024 + 1024 + 1024*256 + 256 parameters.
+    whole = 2 * 4 * (256 * 1024 + 1024 + 1024 * 256 + 256)
+    for rank in (0, 1):
+        measured = torch.load(tmp_path / f'rank{rank}.pt')
+        assert measured['whole'] >= whole  # the control: the gather is seen, in full
+        # a sharded save makes no tensor at all (the shards are written where they are); a
+        # background one copies this rank's half of the state, nothing more
+        assert measured['sharded'] < 0.05 * whole
+        assert 0.45 * whole < measured['background'] < 0.55 * whole
+    ckpt = load_checkpoint_file(str(tmp_path / 'work' / 'background.pth'))
+    assert sum(v.numel() * 4 for v in ckpt['state_dict'].values()) * 2 == whole
+    for name in ('whole', 'sharded'):  # the three checkpoints hold the same state
+        other = load_checkpoint_file(str(tmp_path / 'work' / f'{name}.pth'))
+        for key, value in ckpt['state_dict'].items():
+            assert torch.equal(other['state_dict'][key], value), (name, key)
