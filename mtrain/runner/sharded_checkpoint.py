@@ -91,6 +91,12 @@ def read_shards(folder: str, model: nn.Module, optimizer: Any, with_optimizer: b
     tensors its own shards cover, whatever the sharding that wrote them.
     """
     dcp, module = _dcp(), unwrap(model)
+    if with_optimizer:  # the saved groups' keys, so that the template below asks for them
+        optimizers = optimizer if isinstance(optimizer, dict) else {None: optimizer}
+        prefix = {name: 'optimizer' if name is None else f'optimizer.{name}' for name in optimizers}
+        saved = read_whole(folder, [f'{p}.param_groups' for p in prefix.values()])['optimizer']
+        for name, optim in optimizers.items():
+            adopt_group_keys(optim, saved if name is None else saved[name])
     state = local_state(model, optimizer, with_optimizer)
     dcp.load(state, storage_reader=dcp.FileSystemReader(folder), no_dist=not _distributed())
     dcp.state_dict.set_model_state_dict(module, state['state_dict'])
@@ -133,10 +139,26 @@ def keyed_by_name(optimizer_state: Dict[str, Any]) -> bool:
     return bool(params) and isinstance(params[0], str)
 
 
+def adopt_group_keys(optimizer: torch.optim.Optimizer, state: Dict[str, Any]) -> None:
+    """Give ``optimizer``'s param groups the keys that ``state``'s have and they lack.
+
+    DCP loads what the run's own state asks for; a key a hook added to the
+    groups during the saved run (``initial_lr``, which the LR hook sets at
+    ``before_run`` only where it is missing) would be dropped, and the
+    schedule would restart from the resumed lr. ``Optimizer.load_state_dict``
+    takes the saved groups whole; this makes DCP's load do the same.
+    """
+    for group, saved in zip(optimizer.param_groups, state.get('param_groups', ())):
+        for key, value in saved.items():
+            if key != 'params':
+                group.setdefault(key, value)
+
+
 def load_named_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer,
                                state: Dict[str, Any]) -> None:
     """Load a whole optimizer state keyed by parameter name into an unsharded run's optimizer."""
     dcp = _dcp()
+    adopt_group_keys(optimizer, state)
     dcp.state_dict.set_optimizer_state_dict(unwrap(model), optimizer, state,
                                             options=_options(dcp, full_state_dict=True))
 

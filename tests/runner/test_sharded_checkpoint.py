@@ -68,18 +68,18 @@ class _Record(Hook):
             os.fsync = fsync_then_die
 
 
-def _train(rank, dataset, work_dir, out, resume_from=None, auto_resume=False, kill_in_save=None,
-           async_save=False):
+def _train(rank, model_cls, dataset, work_dir, out, resume_from=None, auto_resume=False,
+           kill_in_save=None, async_save=False):
     """2 epochs of the toy model: FSDP2 on several ranks, the plain model on one."""
-    from conftest import ToyModel
     _, world_size = get_dist_info()
-    model = ToyModel()
+    model = model_cls()
     wrapped = (MTFullyShardedDataParallel(model, shard_layers=['Linear']) if world_size > 1
                else ModelWrapper(model))
     optimizer = torch.optim.SGD(wrapped.parameters(), lr=0.1, momentum=0.9)
     runner = EpochBasedRunner(wrapped, optimizer=optimizer, work_dir=str(work_dir),
                               logger=get_logger(), max_epochs=2)
     runner.register_training_hooks(
+        lr_config=dict(policy='step', step=[1], by_epoch=False),  # resumed after the step
         optimizer_config=dict(grad_clip=dict(max_norm=0.5)),
         checkpoint_config=dict(interval=1, by_epoch=False, sharded=True, async_save=async_save))
     runner.register_hook(DistSamplerSeedHook())
@@ -101,15 +101,18 @@ def _job(rank, kwargs, *args):
     _train(rank, *args, **kwargs)
 
 
-def _run(tmp_path, name, world_size, dataset, work_dir, **kwargs):
-    """Run ``_train`` on ``world_size`` ranks (one: in this process); each rank's outcome."""
+def _run(tmp_path, name, world_size, toy, work_dir, **kwargs):
+    """Run ``_train`` on ``world_size`` ranks (one: in this process); each rank's outcome.
+
+    ``toy``: the conftest's ``(toy_model, toy_dataset)``.
+    """
     out = tmp_path / name
     out.mkdir()
+    args = (type(toy[0]), toy[1], work_dir, str(out))
     if world_size == 1:
-        _train(0, dataset, work_dir, str(out), **kwargs)
+        _train(0, *args, **kwargs)
     else:
-        codes, _ = launch(_job, kwargs, dataset, work_dir, str(out), world_size=world_size,
-                          timeout=120)
+        codes, _ = launch(_job, kwargs, *args, world_size=world_size, timeout=120)
         assert codes == [-9 if kwargs.get('kill_in_save') else 0] * world_size
     return [torch.load(out / f'rank{r}.pt', weights_only=True)
             for r in range(world_size) if osp.exists(out / f'rank{r}.pt')]
@@ -125,23 +128,32 @@ def _epoch0(outcome):
     return sorted(v for rank in outcome for epoch, v in rank['seen'] if epoch == 0)
 
 
-@pytest.fixture(scope='module')
-def reference(tmp_path_factory):
-    """An uninterrupted 2-rank run, sharded checkpoints written in the background."""
-    from conftest import ToyDataset
-    tmp = tmp_path_factory.mktemp('reference')
-    return tmp, _run(tmp, 'out', 2, ToyDataset(), tmp / 'work', async_save=True)
+_REFERENCE = {}
+
+
+@pytest.fixture
+def toy(toy_model, toy_dataset):
+    return toy_model, toy_dataset
+
+
+@pytest.fixture
+def reference(tmp_path_factory, toy):
+    """An uninterrupted 2-rank run, sharded checkpoints written in the background (run once)."""
+    if not _REFERENCE:
+        tmp = tmp_path_factory.mktemp('reference')
+        _REFERENCE['run'] = tmp, _run(tmp, 'out', 2, toy, tmp / 'work', async_save=True)
+    return _REFERENCE['run']
 
 
 def test_killed_in_a_background_write_auto_resumes_bitwise_on_two_ranks(
-        tmp_path, toy_dataset, reference):
+        tmp_path, toy, reference):
     ref_dir, ref = reference
     work = tmp_path / 'work'
-    _run(tmp_path, 'killed', 2, toy_dataset, work, async_save=True, kill_in_save=3)
+    _run(tmp_path, 'killed', 2, toy, work, async_save=True, kill_in_save=3)
     # The third save was under way: its staging folder is there, the checkpoint is not.
     assert os.readlink(work / 'latest.pth') == 'iter_2.pth' and not osp.exists(work / 'iter_3.pth')
     assert [n for n in os.listdir(work) if n.startswith('.sharded-tmp-')]
-    resumed = _run(tmp_path, 'resumed', 2, toy_dataset, work, auto_resume=True, async_save=True)
+    resumed = _run(tmp_path, 'resumed', 2, toy, work, auto_resume=True, async_save=True)
     assert resumed[0]['num_updates'] == ref[0]['num_updates'] == 8
     assert resumed[0]['params'].keys() == ref[0]['params'].keys()
     for name, value in ref[0]['params'].items():
@@ -157,11 +169,11 @@ def test_killed_in_a_background_write_auto_resumes_bitwise_on_two_ranks(
 
 @pytest.mark.parametrize('after, checkpoint', [(1, 3), (3, 1)])
 def test_two_rank_checkpoint_resumed_on_another_world_size_sees_each_sample_once(
-        tmp_path, toy_dataset, reference, after, checkpoint):
+        tmp_path, toy, reference, after, checkpoint):
     ref_dir, _ = reference
-    resumed = _run(tmp_path, 'resumed', after, toy_dataset, tmp_path / 'work',
+    resumed = _run(tmp_path, 'resumed', after, toy, tmp_path / 'work',
                    resume_from=str(ref_dir / 'work' / f'iter_{checkpoint}.pth'))
-    order = _epoch0_order(toy_dataset)
+    order = _epoch0_order(toy[1])
     expected = order[checkpoint * 16:]  # the rest of the epoch, each sample once
     if after == 3:  # and the padding of any 3-rank epoch of 64, as torch's sampler pads: to 66
         # with the epoch's first 2 samples, then the rest (50) to 51 with its first
@@ -170,13 +182,12 @@ def test_two_rank_checkpoint_resumed_on_another_world_size_sees_each_sample_once
     assert all(torch.isfinite(v).all() for v in resumed[0]['params'].values())
 
 
-def test_one_process_checkpoint_resumed_on_two_ranks_sees_each_sample_once(tmp_path,
-                                                                          toy_dataset):
-    first = _run(tmp_path, 'first', 1, toy_dataset, tmp_path / 'one')
+def test_one_process_checkpoint_resumed_on_two_ranks_sees_each_sample_once(tmp_path, toy):
+    first = _run(tmp_path, 'first', 1, toy, tmp_path / 'one')
     assert len(first[0]['seen']) == 128  # two whole epochs: 16 sharded checkpoints
-    resumed = _run(tmp_path, 'resumed', 2, toy_dataset, tmp_path / 'two',
+    resumed = _run(tmp_path, 'resumed', 2, toy, tmp_path / 'two',
                    resume_from=str(tmp_path / 'one' / 'iter_3.pth'))
-    assert _epoch0(resumed) == sorted(_epoch0_order(toy_dataset)[3 * 8:])
+    assert _epoch0(resumed) == sorted(_epoch0_order(toy[1])[3 * 8:])
     assert all(torch.isfinite(v).all() for v in resumed[0]['params'].values())
 
 
