@@ -2,13 +2,12 @@
 
 import difflib
 import inspect
-import os
 import os.path as osp
-import shutil
 from typing import List, Optional
 
 from ..registry import HOOKS
 from ..utils.errors import ConfigTypeError, refuse_url
+from ..utils.files import remove_checkpoint
 from .hook import Hook, periodic_stages
 
 
@@ -179,10 +178,7 @@ class CheckpointHook(Hook):
                 old_path = osp.join(self.out_dir, tmpl.format(old))
                 if not osp.exists(old_path):
                     break
-                if osp.isdir(old_path):  # a sharded checkpoint
-                    shutil.rmtree(old_path)
-                else:
-                    os.remove(old_path)
+                remove_checkpoint(old_path)  # a file, or a sharded checkpoint's folder
 
 
 def _refuse_typos(kwargs) -> None:

@@ -36,6 +36,7 @@ from .. import __version__
 from ..parallel import unwrap
 from ..utils import get_dist_info
 from ..utils.errors import refuse_url
+from ..utils.files import remove_checkpoint
 from .sharded_checkpoint import (SHARDED_KEYS, STATE_FILE, is_sharded, keyed_by_name,
                                  load_named_optimizer_state, read_whole)
 
@@ -94,14 +95,6 @@ def finish_sharded(stage: str, rest: Dict[str, Any], path: str) -> None:
     _fsync_dir(osp.dirname(osp.abspath(path)))
     if old is not None:
         remove_checkpoint(old)
-
-
-def remove_checkpoint(path: str) -> None:
-    """Remove a checkpoint file, or a sharded checkpoint's folder."""
-    if osp.isdir(path) and not osp.islink(path):
-        shutil.rmtree(path)
-    else:
-        os.remove(path)
 
 
 def update_latest_link(target: str, link: str) -> None:
