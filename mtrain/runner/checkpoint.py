@@ -37,8 +37,8 @@ from ..parallel import unwrap
 from ..utils import get_dist_info
 from ..utils.errors import refuse_url
 from ..utils.files import remove_checkpoint
-from .sharded_checkpoint import (SHARDED_KEYS, STATE_FILE, is_sharded, keyed_by_name,
-                                 load_named_optimizer_state, read_whole)
+from .sharded_checkpoint import (SHARDED_KEYS, STATE_FILE, adopt_group_keys, is_sharded,
+                                 keyed_by_name, load_named_optimizer_state, read_whole)
 
 
 class CheckpointError(RuntimeError):
@@ -225,7 +225,8 @@ def load_optimizer_state(model: nn.Module, optimizer: Optimizers, state: Dict[st
             load_optimizer_state(model, optim, state[name])
         return
     scatter = getattr(model, 'load_optimizer_state_dict', None)
-    if scatter is not None:
+    if scatter is not None:  # FSDP's whole state, keyed by name: loaded as DCP loads it
+        adopt_group_keys(optimizer, state)
         scatter(optimizer, state)
     elif keyed_by_name(state):  # consolidated from a sharded checkpoint
         load_named_optimizer_state(model, optimizer, state)
