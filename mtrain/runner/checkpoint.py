@@ -36,7 +36,7 @@ from .. import __version__
 from ..parallel import unwrap
 from ..utils import get_dist_info
 from ..utils.errors import refuse_url
-from ..utils.files import remove_checkpoint
+from ..utils.files import exchange_paths, remove_checkpoint
 from .sharded_checkpoint import (SHARDED_KEYS, STATE_FILE, adopt_group_keys, is_sharded,
                                  keyed_by_name, load_named_optimizer_state, read_whole)
 
@@ -76,25 +76,30 @@ def finish_sharded(stage: str, rest: Dict[str, Any], path: str) -> None:
     """Make the written shards in ``stage`` the checkpoint ``path``: complete, or absent.
 
     ``rest`` (the checkpoint minus its tensors) is written into ``stage`` last,
-    then the folder is renamed to ``path`` (an older ``path`` is moved aside
-    first and removed after), so ``path`` never names a half-written folder.
+    then the folder is renamed to ``path``; an older ``path`` (the same name
+    saved again) is swapped out in the same step where the system can
+    (:func:`~mtrain.utils.files.exchange_paths`), else moved aside just
+    before. ``path`` never names a half-written folder.
     """
     refuse_url(path, 'the checkpoint folder')
     save_checkpoint_file(rest, osp.join(stage, STATE_FILE))
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    old = None
-    if osp.lexists(path):
-        old = f'{path}.old-{os.getpid()}'
-        os.replace(path, old)
-    try:
-        os.replace(stage, path)
-    except OSError:  # another filesystem: copy next to it, then rename
-        shutil.copytree(stage, f'{path}.tmp-{os.getpid()}')
-        os.replace(f'{path}.tmp-{os.getpid()}', path)
+    folder = osp.dirname(osp.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    if os.stat(stage).st_dev != os.stat(folder).st_dev:  # another filesystem: copy it over
+        copy = f'{path}.tmp-{os.getpid()}'
+        shutil.copytree(stage, copy)
         shutil.rmtree(stage)
-    _fsync_dir(osp.dirname(osp.abspath(path)))
-    if old is not None:
-        remove_checkpoint(old)
+        stage = copy
+    if osp.lexists(path) and exchange_paths(stage, path):
+        remove_checkpoint(stage)  # (the older checkpoint, now)
+    else:
+        old = f'{path}.old-{os.getpid()}' if osp.lexists(path) else None
+        if old is not None:
+            os.replace(path, old)
+        os.replace(stage, path)
+        if old is not None:
+            remove_checkpoint(old)
+    _fsync_dir(folder)
 
 
 def update_latest_link(target: str, link: str) -> None:
