@@ -24,7 +24,9 @@ first use: it costs about 1.4 s, paid only by runs that shard their checkpoints.
 """
 
 import os.path as osp
-from typing import Any, Dict, Iterable, Optional
+import warnings
+from contextlib import contextmanager
+from typing import Any, Dict, Iterable, Iterator, Optional
 
 import torch
 import torch.distributed as dist
@@ -80,8 +82,9 @@ def write_shards(state: Dict[str, Any], folder: str,
     fsync'ed (``FileSystemWriter(sync_files=True)``).
     """
     dcp = _dcp()
-    dcp.save(state, storage_writer=dcp.FileSystemWriter(folder, sync_files=True),
-             process_group=group, no_dist=not _distributed())
+    with _one_process_is_meant():
+        dcp.save(state, storage_writer=dcp.FileSystemWriter(folder, sync_files=True),
+                 process_group=group, no_dist=not _distributed())
 
 
 def read_shards(folder: str, model: nn.Module, optimizer: Any, with_optimizer: bool) -> None:
@@ -89,6 +92,7 @@ def read_shards(folder: str, model: nn.Module, optimizer: Any, with_optimizer: b
 
     Collective when the run has several ranks: each reads the parts of the
     tensors its own shards cover, whatever the sharding that wrote them.
+    Raises ``ValueError`` (what no rank could load, e.g. a shape that differs).
     """
     dcp, module = _dcp(), unwrap(model)
     if with_optimizer:  # the saved groups' keys, so that the template below asks for them
@@ -98,7 +102,14 @@ def read_shards(folder: str, model: nn.Module, optimizer: Any, with_optimizer: b
         for name, optim in optimizers.items():
             adopt_group_keys(optim, saved if name is None else saved[name])
     state = local_state(model, optimizer, with_optimizer)
-    dcp.load(state, storage_reader=dcp.FileSystemReader(folder), no_dist=not _distributed())
+    try:
+        with _one_process_is_meant():
+            dcp.load(state, storage_reader=dcp.FileSystemReader(folder),
+                     no_dist=not _distributed())
+    except dcp.api.CheckpointException as e:  # (a BaseException) holding each rank's error
+        causes = {str(error[0] if isinstance(error, tuple) else error).strip().splitlines()[-1]
+                  for error in e.failures.values()}
+        raise ValueError('; '.join(sorted(causes))) from None
     dcp.state_dict.set_model_state_dict(module, state['state_dict'])
     if 'optimizer' in state:
         optimizers = optimizer if isinstance(optimizer, dict) else {None: optimizer}
@@ -129,7 +140,9 @@ def read_whole(folder: str, keys: Optional[Iterable[str]] = None) -> Dict[str, A
 def write_whole(state: Dict[str, Any], folder: str) -> None:
     """Write whole tensors (``{'state_dict', 'optimizer'}``) as a one-rank sharded checkpoint."""
     dcp = _dcp()
-    dcp.save(state, storage_writer=dcp.FileSystemWriter(folder, sync_files=True), no_dist=True)
+    with _one_process_is_meant():
+        dcp.save(state, storage_writer=dcp.FileSystemWriter(folder, sync_files=True),
+                 no_dist=True)
 
 
 def keyed_by_name(optimizer_state: Dict[str, Any]) -> bool:
@@ -172,6 +185,14 @@ def checkpoint_group() -> Optional[dist.ProcessGroup]:
     plans and metadata, on the CPU, whatever the training backend.
     """
     return dist.new_group(backend='gloo') if _distributed() else None
+
+
+@contextmanager
+def _one_process_is_meant() -> Iterator[None]:
+    """Without DCP's warning that it assumes one process: in one process, it is meant."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message='torch.distributed is .*single process')
+        yield
 
 
 def _distributed() -> bool:

@@ -21,7 +21,7 @@ from dist_launch import launch  # noqa: E402
 from mtrain.datasets import build_dataloader  # noqa: E402
 from mtrain.hooks import DistSamplerSeedHook, Hook  # noqa: E402
 from mtrain.parallel import ModelWrapper, MTFullyShardedDataParallel  # noqa: E402
-from mtrain.runner import EpochBasedRunner, load_checkpoint_file  # noqa: E402
+from mtrain.runner import CheckpointError, EpochBasedRunner, load_checkpoint_file  # noqa: E402
 from mtrain.runner.checkpoint import find_latest_valid  # noqa: E402
 from mtrain.utils import get_dist_info, get_logger  # noqa: E402
 
@@ -264,3 +264,18 @@ def test_no_rank_materialises_the_whole_state_during_a_sharded_save(tmp_path):
         other = load_checkpoint_file(str(tmp_path / 'work' / f'{name}.pth'))
         for key, value in ckpt['state_dict'].items():
             assert torch.equal(other['state_dict'][key], value), (name, key)
+
+
+def test_a_sharded_checkpoint_of_another_model_is_refused_in_one_line(tmp_path):
+    runners = []
+    for out_features in (3, 4):
+        model = torch.nn.Linear(3, out_features)
+        runners.append(EpochBasedRunner(
+            model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), work_dir=str(tmp_path),
+            logger=get_logger(), max_epochs=1))
+    runners[0].sharded_checkpoints = True
+    runners[0].gather_checkpoint_state()
+    runners[0].save_checkpoint(str(tmp_path), filename_tmpl='three.pth')
+    with pytest.raises(CheckpointError, match=r'three.pth does not fit the model: Size mismatch '
+                       r'between saved torch.Size\(\[3, 3\]\) and current: torch.Size\(\[4, 3\]\)'):
+        runners[1].resume(str(tmp_path / 'three.pth'))
