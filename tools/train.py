@@ -22,6 +22,7 @@ from mtrain.config_checks import check_checkpoint_path
 from mtrain.parallel import unwrap
 from mtrain.runner import CheckpointError, Preempted, build_runner
 from mtrain.runner.dry_run import dry_run
+from mtrain.step import OutOfMemoryStop
 from mtrain.utils import (ConfigError, broadcast_object, destroy_dist, get_logger, init_dist,
                           is_main_process, report_failure, set_random_seed)
 
@@ -314,7 +315,7 @@ def main(argv=None) -> int:
             raise
         announce_mistake(e, args)
         return 2
-    except NonFiniteLossError as e:
+    except (NonFiniteLossError, OutOfMemoryStop) as e:  # the run's own end, in one line
         report_failure(e)
         print(f'error: {e}', file=sys.stderr)
         return 1

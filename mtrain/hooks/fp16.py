@@ -64,7 +64,7 @@ class Fp16OptimizerHook(OptimizerHook):
         dtype: ``'float16'`` (default) or ``'bfloat16'``.
         distributed, coalesce, bucket_size_mb: mmcv 1.x arguments, accepted
             and ignored: DDP averages the gradients in mtrain.
-        detect_anomalous_params, clip_params: as in :class:`OptimizerHook`.
+        detect_anomalous_params, clip_params, micro_batch: as in :class:`OptimizerHook`.
     """
 
     _cumulative_iters = 1  # mmcv's arguments have no accumulation; the subclass below sets it
@@ -73,12 +73,13 @@ class Fp16OptimizerHook(OptimizerHook):
                  loss_scale: Union[float, str, Dict[str, Any], None] = MMCV_DEFAULT_SCALE,
                  dtype: Union[str, torch.dtype] = 'float16', distributed: bool = True,
                  coalesce: bool = True, bucket_size_mb: int = -1,
-                 detect_anomalous_params: bool = False, clip_params: str = 'model') -> None:
+                 detect_anomalous_params: bool = False, clip_params: str = 'model',
+                 micro_batch: Union[str, int, None] = None) -> None:
         super().__init__(grad_clip, detect_anomalous_params, clip_params)
         self._optim_step = OptimStep(
             grad_clip=grad_clip, cumulative_iters=self._cumulative_iters, amp_dtype=dtype,
             loss_scale=_scale_for(parse_dtype(dtype), loss_scale),
-            detect_anomalous_params=detect_anomalous_params)
+            detect_anomalous_params=detect_anomalous_params, micro_batch=micro_batch)
         self.distributed, self.coalesce, self.bucket_size_mb = distributed, coalesce, bucket_size_mb
 
     def _default_step(self) -> OptimStep:

@@ -16,7 +16,7 @@ runs; the skips are read back at the next log line (and at the end of the
 run), which logs one warning for them and takes them off ``num_updates``.
 """
 
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Optional, Union
 
 import torch
 from torch import nn
@@ -24,9 +24,11 @@ from torch import nn
 from ..registry import HOOKS
 from ..step import (STEPPED, AccumulationWindow, OptimStep, UpdateResult,
                     check_autocast_support, check_grad_clip)
+from ..step.micro_batch import is_out_of_memory, out_of_memory_stop
 from ..step.update import clip_by_norm, params_in_model_order
 from ..utils.modules import wrap_fp16_model
 from .hook import Hook
+from .micro_batch_checks import check_micro_batching
 
 
 @HOOKS.register_module()
@@ -54,6 +56,15 @@ class OptimizerHook(Hook):
             0.10, set for mmengine-schema configs): the optimizer's
             parameters in the model's order (mmengine's one group per
             parameter), however mtrain merged the groups. Default: ``'model'``.
+        micro_batch: out-of-memory recovery (docs/robustness.md). ``'auto'``:
+            a batch whose forward or backward runs out of device memory is
+            run again, the same samples, as micro-batches half the size
+            (down to 1 sample), with the same update; the size found is kept,
+            logged and checkpointed. An integer: always micro-batches of that
+            many samples. None (default): an out-of-memory error stops the run
+            with one line. Needs ``BasicBatchProcessor`` or
+            ``MultiBatchProcessor`` (they then back-propagate) and, on several
+            processes, DDP.
 
     Subclassing as in mmcv 1.x: a subclass may skip ``OptimizerHook.__init__``
     and set ``self.grad_clip`` (and the other arguments) itself; the step
@@ -74,9 +85,11 @@ class OptimizerHook(Hook):
     clip_params = 'model'
 
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None,
-                 detect_anomalous_params: bool = False, clip_params: str = 'model') -> None:
+                 detect_anomalous_params: bool = False, clip_params: str = 'model',
+                 micro_batch: Union[str, int, None] = None) -> None:
         self._optim_step = OptimStep(grad_clip=grad_clip,
-                                     detect_anomalous_params=detect_anomalous_params)
+                                     detect_anomalous_params=detect_anomalous_params,
+                                     micro_batch=micro_batch)
         self.clip_params = _checked_clip_params(clip_params)
 
     @property
@@ -161,6 +174,8 @@ class OptimizerHook(Hook):
         step.setup(runner.optimizer, runner.device, runner.model_wrapper.module, runner.logger,
                    run_end=lambda: run_end(runner), clip=lambda: self._clip(runner))
         self._count_own_steps(runner)
+        if step.micro_batch.enabled:
+            check_micro_batching(runner, self._counts_own_steps)
         if step.cumulative_iters > 1:
             self._warn_about_accumulation(runner)
         if not self._settles_at_log_lines:  # (the buffer polls it at every log line)
@@ -188,10 +203,18 @@ class OptimizerHook(Hook):
     def after_train_iter(self, runner) -> None:
         step, it, hooked = self.optim_step, runner.iter, runner.hooked_stages
         # (getattr: a processor written before the BatchProcessor base class may lack it)
-        if not getattr(runner.batch_processor, 'does_backward', False):
+        # (micro_batch: the processor back-propagated each micro-batch)
+        if not (getattr(runner.batch_processor, 'does_backward', False)
+                or step.micro_batch.enabled):
             if 'before_backward' in hooked:  # (a point no hook uses costs nothing)
                 runner.call_hook('before_backward')
-            step.backward(runner.outputs['loss'], it)
+            try:
+                step.backward(runner.outputs['loss'], it)
+            except RuntimeError as e:  # (no cost until raised)
+                if is_out_of_memory(e):
+                    raise out_of_memory_stop(e, runner.outputs.get('num_samples', '?'),
+                                             'backward') from e
+                raise
             if 'after_backward' in hooked:
                 runner.call_hook('after_backward')
         if step.ends_window(it):
@@ -330,8 +353,9 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
     """
 
     def __init__(self, cumulative_iters: int = 1, grad_clip: Optional[Dict[str, Any]] = None,
-                 detect_anomalous_params: bool = False, clip_params: str = 'model') -> None:
-        super().__init__(grad_clip, detect_anomalous_params, clip_params)
+                 detect_anomalous_params: bool = False, clip_params: str = 'model',
+                 micro_batch: Union[str, int, None] = None) -> None:
+        super().__init__(grad_clip, detect_anomalous_params, clip_params, micro_batch)
         self.cumulative_iters = cumulative_iters
 
 

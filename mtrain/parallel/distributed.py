@@ -17,6 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ..registry import MODEL_WRAPPERS
 from ..utils import get_logger
 from ..utils.autograd import log_unused_parameters
+from ..utils.launch import settle_at_exit
 from ..utils.modules import module_device
 from .batch_call import call_with_batch, forward_as, has_own_steps
 from .scatter_gather import unpack_containers
@@ -70,6 +71,7 @@ class MTDistributedDataParallel(DistributedDataParallel):
             raise RuntimeError('MTDistributedDataParallel needs a process group: start with '
                                'tools/dist_train.sh (or --launcher pytorch/slurm), or use '
                                "model_wrapper=dict(type='ModelWrapper') for one process")
+        settle_at_exit()  # a group the user started: gloo's threads at exit (see there)
         device = module_device(module)
         if sync_bn:
             module = _to_sync_batchnorm(module, device)

@@ -11,8 +11,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from ..registry import BATCH_PROCESSORS
+from ..step.micro_batch import is_out_of_memory, out_of_memory_stop
 from .base import BatchProcessor
 from .losses import parse_losses
+from .micro_batches import train_in_micro_batches
 from .to_device import batch_size, to_device
 
 LossCollector = Callable[[Any], Tuple[torch.Tensor, Dict[str, Any]]]
@@ -87,6 +89,7 @@ class MultiBatchProcessor(BatchProcessor):
     """
 
     does_backward = True
+    splits_micro_batches = True  # optimizer_config.micro_batch (see .micro_batches)
 
     def __init__(self, loss_reduction: str = 'sum',
                  batch_transforms: Optional[Sequence[Callable[[Any], Any]]] = None,
@@ -115,6 +118,18 @@ class MultiBatchProcessor(BatchProcessor):
         if runner.optim_step is None:
             raise RuntimeError('MultiBatchProcessor does the backward itself and needs an '
                                'OptimizerHook: set optimizer_config (e.g. dict(grad_clip=None))')
+        if runner.optim_step.micro_batch.enabled:
+            return self._combine([self._in_micro_batches(runner, i, item, len(batches))
+                                  for i, item in enumerate(batches)])
+        try:
+            return self._combine(self._each(runner, batches))
+        except RuntimeError as e:  # (no cost until raised)
+            if is_out_of_memory(e):
+                raise out_of_memory_stop(e, ' + '.join(str(batch_size(b)) for b in batches),
+                                         'forward or backward') from e
+            raise
+
+    def _each(self, runner, batches: List[Any]) -> List[Tuple]:
         results = []
         for i, item in enumerate(batches):
             # DDP all-reduces in the last backward of a step that updates, and only there
@@ -122,7 +137,34 @@ class MultiBatchProcessor(BatchProcessor):
                 results.append(self._forward_backward(runner, MicroBatch(i, len(batches), item)))
             if self.empty_cache and runner.device.type == 'cuda':
                 torch.cuda.empty_cache()
-        return self._combine(results)
+        return results
+
+    def _in_micro_batches(self, runner, index: int, item: Any, count: int) -> Tuple:
+        """One batch of the step run as micro-batches (``optimizer_config.micro_batch``).
+
+        The batch is moved and transformed whole (a mixup draws for the whole
+        batch, as without micro-batches), then split.
+        """
+        item = self._prepare(runner, item)
+        task = task_name_of(item)
+
+        def forward(runner, part: Any) -> Tuple[torch.Tensor, Dict[str, Any]]:
+            self.current = MicroBatch(index, count, part, task)
+            try:  # (an out-of-memory error must not leave the graph referenced here)
+                runner.call_hook('before_forward')
+                with self.autocast(runner.device):
+                    self.current.output = runner.model_wrapper.train_step(part)
+                runner.call_hook('after_forward')
+                return self.loss_collector(self.current.output)
+            finally:
+                self.current = None
+
+        divisor = count if self.loss_reduction == 'mean' else 1
+        loss, log_vars, samples = train_in_micro_batches(
+            self, runner, item, forward, divisor, first=index == 0, final=index == count - 1)
+        if self.empty_cache and runner.device.type == 'cuda':
+            torch.cuda.empty_cache()
+        return task, log_vars, loss, samples
 
     def _forward_backward(self, runner, micro: MicroBatch) -> Tuple:
         micro.batch = self._prepare(runner, micro.batch)

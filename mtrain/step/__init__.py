@@ -9,10 +9,12 @@ surface they rely on (``torch_protocol``); ``OptimStep`` runs them in order.
 """
 
 from .amp import check_autocast_support, parse_dtype, parse_loss_scale
+from .micro_batch import OutOfMemoryStop
 from .optim_step import OptimStep, check_grad_clip
 from .update import STEPPED, UpdateResult
 from .verdict import Verdict
 from .window import AccumulationWindow
 
-__all__ = ['AccumulationWindow', 'OptimStep', 'STEPPED', 'UpdateResult', 'Verdict',
+__all__ = ['AccumulationWindow', 'OptimStep', 'OutOfMemoryStop', 'STEPPED', 'UpdateResult',
+           'Verdict',
            'check_autocast_support', 'check_grad_clip', 'parse_dtype', 'parse_loss_scale']

@@ -28,6 +28,7 @@ from torch import nn
 from ..utils.autograd import log_unused_parameters
 from .amp import parse_dtype, parse_loss_scale
 from .grad_norm import GradNormMeter
+from .micro_batch import MicroBatchSize
 from .skip_counter import SkipCounter
 from .torch_protocol import supports_device_skip
 from .update import (STEPPED, ScaledStep, UpdateResult, clip_by_norm, params_in_model_order,
@@ -59,6 +60,9 @@ class OptimStep:
             of ``GradScaler`` arguments; None for no scaling (fp32, bf16).
         detect_anomalous_params: log each parameter the loss does not depend
             on, at every backward (slow; for debugging DDP's unused parameters).
+        micro_batch: ``'auto'``, a fixed size or None (off): the batch
+            processor runs each batch as micro-batches of this many samples
+            (see :mod:`.micro_batch`); the size found is in :meth:`state_dict`.
 
     ``skip_nonfinite`` (``nan_policy=dict(action='skip')``): a window whose
     loss was not finite on any rank is dropped whole. Under loss scaling
@@ -78,8 +82,9 @@ class OptimStep:
 
     def __init__(self, grad_clip: Optional[Dict[str, Any]] = None, cumulative_iters: int = 1,
                  amp_dtype: Any = None, loss_scale: Any = None,
-                 detect_anomalous_params: bool = False) -> None:
+                 detect_anomalous_params: bool = False, micro_batch: Any = None) -> None:
         self.grad_clip = check_grad_clip(grad_clip)
+        self.micro_batch = MicroBatchSize(micro_batch)
         self.window = AccumulationWindow(cumulative_iters)
         self.amp_dtype = None if amp_dtype is None else parse_dtype(amp_dtype)
         self.scaled_step = None if loss_scale is None else ScaledStep(
@@ -258,6 +263,7 @@ class OptimStep:
         self.overflow_skips.save(state, 'skipped_steps')
         self.nonfinite_skips.save(state, 'skipped_nonfinite')
         state.update(self.grad_norms.state_dict())
+        state.update(self.micro_batch.state_dict())
         gathered, self._gathered = self._gathered, None
         grads = {} if self.optimizer is None else window_grads(self.optimizer, self.model)
         if grads:  # resuming inside a window must see the same sums
@@ -274,6 +280,7 @@ class OptimStep:
         if self.optimizer is None:  # resumed before the run started: applied in setup
             self._pending = dict(state)
             return
+        self.micro_batch.load_state_dict(state, self.logger)
         if self.scaler is not None and state.get('scaler'):
             self.scaler.load_state_dict(state['scaler'])
         restore_window_grads(grads_for_this_rank(state, self.logger), self.optimizer, self.model)

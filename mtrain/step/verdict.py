@@ -75,6 +75,13 @@ class LossWatch:
             return Verdict.device(~all_ranks_true_on_device(finite))
         return Verdict.host(not all_ranks_true(finite))
 
+    def save(self) -> Optional[torch.Tensor]:
+        """The record so far, for :meth:`restore` (a micro-batch attempt that ran out of memory)."""
+        return self._finite
+
+    def restore(self, saved: Optional[torch.Tensor]) -> None:
+        self._finite = saved
+
     def state_dict(self) -> Dict[str, Any]:
         return {} if self._finite is None else {'window_finite': self._finite}
 

@@ -89,6 +89,7 @@ def init_dist(launcher: str, backend: Optional[str] = None, port: Optional[int] 
     if timeout is not None:
         kwargs['timeout'] = timedelta(seconds=timeout)
     dist.init_process_group(backend, **kwargs)
+    settle_at_exit()
     if watch_failures:
         _start_watch(env)
     return dist.get_rank(), dist.get_world_size()
@@ -192,22 +193,46 @@ def _start_watch(env: Mapping[str, str]) -> None:
     store = dist.TCPStore(env['MASTER_ADDR'], int(env['MASTER_PORT']), is_master=False,
                           timeout=timedelta(seconds=60), wait_for_workers=False)
     _watch = _FailureWatch(store, dist.get_rank(), dist.get_world_size())
-    atexit.unregister(_stop_watch_at_exit)  # (registered once, however often the group is joined)
-    atexit.register(_stop_watch_at_exit)
 
 
-def _stop_watch_at_exit() -> None:
-    """At interpreter exit, end the watch thread before the interpreter tears down.
+def settle_at_exit() -> None:
+    """Before the interpreter shuts down, let the backend's threads finish (idempotent).
 
-    1.x scripts never call :func:`destroy_dist`; a daemon thread still inside
-    a store call while the interpreter shuts down aborts the process
-    ("terminate called without an active exception", exit code -6: one
-    2-process exit in six, measured). Stopping and joining it first avoids that.
+    Called when a process joins a process group (:func:`init_dist`, and the
+    DDP and FSDP wrappers for groups a user started). Two kinds of thread
+    outlive a distributed run's last line, and 1.x scripts never call
+    :func:`destroy_dist` (which would not end torch's either):
+
+    - the failure watch (a daemon thread inside a store call);
+    - gloo's worker threads. The worker that ran a gradient all-reduce
+      launched during ``backward()`` holds the last reference to that work,
+      whose captured thread-local state holds a Python object (torch stashes
+      the ``contextvars`` context there for the backward); freeing it takes
+      the GIL. A thread that asks for the GIL after finalization has begun
+      is ended by ``pthread_exit`` inside a C++ destructor, which aborts the
+      process: "terminate called without an active exception", exit -6,
+      after the rank's work is done (core dump: ``ProcessGroupGloo::runLoop``
+      → ``~AsyncAllreduceWork`` → ``~ThreadLocalState`` → ``take_gil``).
+
+    The watch is stopped and joined; then this thread releases the GIL for
+    :data:`_SETTLE_S` so a worker waiting for it frees its work while the
+    interpreter is still whole. Measured with plain torch (torchrun x2, DDP
+    backward, exit): 4 aborts in 30 runs without, 0 in 40 with 50 ms.
     """
+    atexit.unregister(_settle)  # registered once, however often a group is joined
+    atexit.register(_settle)
+
+
+#: Seconds the exiting main thread leaves the GIL to the backend's threads (see settle_at_exit).
+_SETTLE_S = 0.05
+
+
+def _settle() -> None:
     watch = _watch
     if watch is not None:
         watch.stop()
         watch.join()
+    time.sleep(_SETTLE_S)
 
 
 class _FailureWatch:

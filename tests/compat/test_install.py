@@ -11,10 +11,10 @@ there with ``No module named 'pkg_resources'``, and the helper must install
 mmcv and the route's start-up line. Both build mmcv from its sdist
 (``--no-cache-dir``): pip's cached wheel would skip the build that fails.
 
-It takes about a minute and needs the package registry, so it runs only with
-``MTRAIN_INSTALL_TEST=1`` (docs/migration.md has its last result)::
-
-    MTRAIN_INSTALL_TEST=1 python -m pytest -q tests/compat/test_install.py
+It is part of the default run (about 20 s on 2 idle cores: mmcv's sdist comes
+from the registry, which is the one network access the suite makes; a registry
+that does not answer is a skip with its reason). ``MTRAIN_INSTALL_TEST=0``
+leaves it out, e.g. offline.
 """
 
 import os
@@ -28,9 +28,8 @@ import pytest
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    os.environ.get('MTRAIN_INSTALL_TEST') != '1',
-    reason='builds mmcv 1.7.2 from the registry in a fresh venv (about a minute): '
-           'set MTRAIN_INSTALL_TEST=1')]
+    os.environ.get('MTRAIN_INSTALL_TEST') == '0',
+    reason='MTRAIN_INSTALL_TEST=0: not building mmcv 1.7.2 from the registry')]
 
 
 def _run(*command, env=None):

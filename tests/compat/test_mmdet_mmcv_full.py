@@ -18,8 +18,7 @@ Runs on request: ``MMCV_FULL_PYTHON=/work/venv-mmcv-full/bin/python`` names a
 Python with mmcv-full 1.7.2 with ``mmcv._ext`` and mmdet 2.28.2 (``pip install
 --no-deps mmdet==2.28.2 six terminaltables pycocotools``); skipped with the reason
 otherwise. The reference takes about an hour to build on 2 cores and the comparison a
-minute of the suite's five, so like tests/compat/test_install.py it is not part of the
-default run; its last result is in docs/migration.md ("mmdetection 2.28.2 end to end").
+minute of the suite's five, so it is not part of the default run; its last result is in docs/migration.md ("mmdetection 2.28.2 end to end").
 """
 
 import os

@@ -52,6 +52,8 @@ CASES = [
      'positive integer'),
     ('eval_interval_zero', "evaluation = dict(interval=0)", 'evaluation', 'positive integer'),
     ('samples_per_gpu_zero', "data = dict(samples_per_gpu=0)", 'data', 'positive'),
+    ('micro_batch_value', "optimizer_config = dict(micro_batch='half')", 'optimizer_config',
+     "'auto'"),
     ('cumulative_zero', "optimizer_config = dict(type='GradientCumulativeOptimizerHook', "
      "cumulative_iters=0)", 'optimizer_config', 'positive integer'),
     ('bad_priority', "custom_hooks = [dict(type='EarlyStoppingHook', priority='MEDIUM')]",
