@@ -19,6 +19,14 @@ a collective, then ``save_checkpoint`` on rank 0):
 A kill at any moment leaves the staging folder, never a checkpoint that is
 not whole; ``--auto-resume`` does not look at staging folders, and the
 run's first sharded save removes those left by a killed run.
+
+Why not ``torch.distributed.checkpoint.async_save``: it runs the same
+``save`` on a thread of its own after its own staging, and rank 0 must then
+add its file and rename once that save is done, one write at a time. The
+runner's checkpoint writer thread (:class:`~.checkpoint_writer.CheckpointWriter`)
+already gives that order, the wait at the next save and the error at that
+wait; the staging is :func:`~.checkpoint_writer.snapshot`, the same copy a
+background file write takes.
 """
 
 import glob
