@@ -7,7 +7,7 @@ the wrong thing silently or fail late with a traceback:
 - ``total_epochs`` next to a ``runner`` that says otherwise (mmdet 2.x's
   ``train_detector`` asserted they match; mtrain reads ``runner``);
 - ``workflow`` written as one pair instead of a list of pairs;
-- ``load_from`` / ``resume_from`` naming a directory or a URL;
+- ``load_from`` / ``resume_from`` naming a directory (not a sharded checkpoint) or a URL;
 - the dataset a ``('val', N)`` workflow phase reads (mmdet 2.x's rule).
 
 Each raises :class:`ConfigError` naming the key and the fix.
@@ -74,7 +74,7 @@ def check_workflow_shape(workflow: Any) -> None:
 
 
 def check_checkpoint_path(path: Any, key: str) -> None:
-    """``load_from`` / ``resume_from`` must name a local checkpoint file.
+    """``load_from`` / ``resume_from`` must name a local checkpoint file (or sharded folder).
 
     A directory exists but is not a checkpoint (the message lists the files
     in it); a URL is not downloaded by mtrain (the message gives the command).
@@ -89,7 +89,8 @@ def check_checkpoint_path(path: Any, key: str) -> None:
                  else 'your storage client (e.g. `aws s3 cp`, `gsutil cp`)')
         raise ConfigError(f'{key} is a URL ({path}); mtrain loads local files only. Download '
                           f'it first with {fetch}, then set {key}=checkpoints/{name}', key=key)
-    if osp.isdir(path):
+    # (a sharded checkpoint is a folder with DCP's index: mtrain.runner.sharded_checkpoint)
+    if osp.isdir(path) and not osp.isfile(osp.join(path, '.metadata')):
         found = sorted(osp.basename(p) for p in glob.glob(osp.join(path, '*.pth')))
         listed = (f"; it holds {', '.join(found[:6])}{', ...' if len(found) > 6 else ''}"
                   if found else '; it holds no .pth file')

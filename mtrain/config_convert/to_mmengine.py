@@ -314,7 +314,7 @@ def _checkpoint(ckpt: Any, out: Dict[str, Any], loop: sched.Loop,
                     "IterBasedRunner saves nothing in mmcv (no epoch ends); mmengine's would "
                     'save at the end of its one epoch, so it is switched off')
         return None
-    for key in ('async_save', 'create_symlink'):
+    for key in ('async_save', 'create_symlink', 'sharded'):
         if key in ckpt:
             report.lossy(f'checkpoint_config.{key}', '(dropped)', 'mtrain-only option')
             ckpt.pop(key)

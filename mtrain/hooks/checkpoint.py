@@ -2,12 +2,12 @@
 
 import difflib
 import inspect
-import os
 import os.path as osp
 from typing import List, Optional
 
 from ..registry import HOOKS
 from ..utils.errors import ConfigTypeError, refuse_url
+from ..utils.files import remove_checkpoint
 from .hook import Hook, periodic_stages
 
 
@@ -20,6 +20,7 @@ class CheckpointHook(Hook):
         checkpoint_config = dict(interval=1)                         # every epoch
         checkpoint_config = dict(interval=500, by_epoch=False, max_keep_ckpts=3)
         checkpoint_config = dict(interval=1, async_save=True)  # written in the background
+        checkpoint_config = dict(interval=1, sharded=True)  # each rank writes its shards
 
     The file is written at the end of the stage (``runner.at_stage_end``),
     after the hooks of lower priority, so an epoch's checkpoint holds that
@@ -47,6 +48,11 @@ class CheckpointHook(Hook):
             while training goes on (crash-safe all the same; see
             :mod:`mtrain.runner.checkpoint_writer`). Worth it when writing
             takes long next to an iteration: a large model, a slow disk.
+        sharded: write each checkpoint as a folder of every rank's shards
+            (``torch.distributed.checkpoint``), which resumes on any number of
+            ranks; see :mod:`mtrain.runner.sharded_writes`. ``None`` (default):
+            sharded for a sharded (FSDP) model on several ranks, a file
+            otherwise. ``tools/ckpt_consolidate.py`` turns one into a file.
         meta: added to each checkpoint's meta, as mmcv 1.x forwards it:
             ``meta=dict(CLASSES=..., mmcls_version=...)``, what 1.x
             ``tools/train.py`` scripts set (the runner's own meta wins on a
@@ -63,7 +69,7 @@ class CheckpointHook(Hook):
                  save_last: bool = True, filename_tmpl: Optional[str] = None,
                  create_symlink: bool = True, async_save: bool = False, sync_buffer: bool = False,
                  file_client_args: Optional[dict] = None, meta: Optional[dict] = None,
-                 **kwargs) -> None:
+                 sharded: Optional[bool] = None, **kwargs) -> None:
         if not isinstance(interval, int) or interval == 0 or interval < -1:
             raise ValueError(f'checkpoint interval must be a positive integer or -1 (only the '
                              f'last), got {interval!r}')
@@ -78,6 +84,7 @@ class CheckpointHook(Hook):
         self.filename_tmpl = filename_tmpl
         self.create_symlink = create_symlink
         self.async_save = async_save
+        self.sharded = sharded
         _refuse_typos(kwargs)
         # mmcv's name: the save_checkpoint keywords given beyond the hook's own
         self.args = dict(kwargs) if meta is None else dict(kwargs, meta=meta)
@@ -95,10 +102,13 @@ class CheckpointHook(Hook):
             root = osp.join(root, osp.basename(runner.work_dir.rstrip(osp.sep)))
         self.out_dir = root
         _check_save_arguments(runner, self.args)
-        if self.async_save and not _takes_mtrain_keywords(runner.save_checkpoint):
+        own_save = not _takes_mtrain_keywords(runner.save_checkpoint)
+        if self.async_save and own_save:
             runner.logger.warning(f'async_save is ignored: {type(runner).__name__}.'
                                   "save_checkpoint takes mmcv 1.x's arguments only, so "
                                   'checkpoints are written in the foreground')
+        if self.sharded is not None or own_save:  # a 1.x save_checkpoint writes its own file
+            runner.sharded_checkpoints = bool(self.sharded) and not own_save
 
     def after_train_epoch(self, runner) -> None:
         """Collective: every rank calls it, as in mmcv; saves when due."""
@@ -120,7 +130,8 @@ class CheckpointHook(Hook):
         resumed run must start from; under a runner with its own loop (a 1.x
         subclass), at once, when mmcv writes (``runner.at_stage_end``).
         """
-        runner.gather_checkpoint_state(self.save_optimizer)  # every rank; rank 0 writes
+        runner.gather_checkpoint_state(self.save_optimizer,  # every rank; rank 0 writes
+                                       background=self.async_save)
         self._save_checkpoint(runner)
 
     def _save_checkpoint(self, runner) -> None:
@@ -167,7 +178,7 @@ class CheckpointHook(Hook):
                 old_path = osp.join(self.out_dir, tmpl.format(old))
                 if not osp.exists(old_path):
                     break
-                os.remove(old_path)
+                remove_checkpoint(old_path)  # a file, or a sharded checkpoint's folder
 
 
 def _refuse_typos(kwargs) -> None:

@@ -25,6 +25,7 @@ from ..evaluation.inference import gather, multi_gpu_test, single_gpu_test, uses
 from ..registry import HOOKS
 from ..utils import ConfigError, broadcast_object
 from ..utils.errors import ConfigAssertionError
+from ..utils.files import remove_checkpoint
 from .eval_checks import (best_score, check_eval_config, check_eval_results, check_loader,
                           eval_predictions, evaluate_kwargs)
 from .hook import Hook
@@ -411,8 +412,8 @@ class EvalHook(Hook):
         # mmcv's call: a 1.x runner's own save_checkpoint takes it too (and returns None)
         runner.save_checkpoint(self.out_dir, filename_tmpl=name, create_symlink=False)
         path = osp.join(self.out_dir, name)
-        if previous and previous != path and osp.isfile(previous):
-            os.remove(previous)  # only once the new best is whole on disk
+        if previous and previous != path and (osp.isfile(previous) or osp.isdir(previous)):
+            remove_checkpoint(previous)  # only once the new best is whole on disk
             runner.logger.info(f'The previous best checkpoint {previous} was removed')
         runner.logger.info(f'Now best checkpoint is saved as {name}.')
         runner.logger.info(f'Best {self.key_indicator} is {score:0.4f} at {at}.')

@@ -29,10 +29,12 @@ class MTFullyShardedDataParallel(nn.Module):
     Each layer whose class name is in ``shard_layers`` becomes its own shard
     unit (its parameters are gathered just before it runs and freed after),
     then the whole model is one more unit for whatever is left. Checkpoints
-    hold the whole, unsharded model and full optimizer state (gathered on
-    every rank, written by rank 0), so they load into any run of the same
-    model; an optimizer state written under FSDP is keyed by parameter name
-    and is resumed under FSDP.
+    are sharded by default (each rank writes its part, no rank gathers the
+    whole: :mod:`mtrain.runner.sharded_writes`); with
+    ``checkpoint_config.sharded=False`` they hold the whole, unsharded model
+    and full optimizer state (gathered on every rank, written by rank 0, by
+    the methods below). Either loads into any run of the same model; an
+    optimizer state written under FSDP is keyed by parameter name.
 
     Assumes rank 0's freshly built model is the one to train: its weights
     are broadcast before sharding, so the whole model must fit in one

@@ -24,6 +24,7 @@ import os
 import os.path as osp
 import pickle
 import re
+import shutil
 import time
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -35,6 +36,9 @@ from .. import __version__
 from ..parallel import unwrap
 from ..utils import get_dist_info
 from ..utils.errors import refuse_url
+from ..utils.files import exchange_paths, remove_checkpoint
+from .sharded_checkpoint import (SHARDED_KEYS, STATE_FILE, adopt_group_keys, is_sharded,
+                                 keyed_by_name, load_named_optimizer_state, read_whole)
 
 
 class CheckpointError(RuntimeError):
@@ -68,6 +72,36 @@ def save_checkpoint_file(checkpoint: Dict[str, Any], path: str) -> None:
     _fsync_dir(folder)
 
 
+def finish_sharded(stage: str, rest: Dict[str, Any], path: str) -> None:
+    """Make the written shards in ``stage`` the checkpoint ``path``: complete, or absent.
+
+    ``rest`` (the checkpoint minus its tensors) is written into ``stage`` last,
+    then the folder is renamed to ``path``; an older ``path`` (the same name
+    saved again) is swapped out in the same step where the system can
+    (:func:`~mtrain.utils.files.exchange_paths`), else moved aside just
+    before. ``path`` never names a half-written folder.
+    """
+    refuse_url(path, 'the checkpoint folder')
+    save_checkpoint_file(rest, osp.join(stage, STATE_FILE))
+    folder = osp.dirname(osp.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    if os.stat(stage).st_dev != os.stat(folder).st_dev:  # another filesystem: copy it over
+        copy = f'{path}.tmp-{os.getpid()}'
+        shutil.copytree(stage, copy)
+        shutil.rmtree(stage)
+        stage = copy
+    if osp.lexists(path) and exchange_paths(stage, path):
+        remove_checkpoint(stage)  # (the older checkpoint, now)
+    else:
+        old = f'{path}.old-{os.getpid()}' if osp.lexists(path) else None
+        if old is not None:
+            os.replace(path, old)
+        os.replace(stage, path)
+        if old is not None:
+            remove_checkpoint(old)
+    _fsync_dir(folder)
+
+
 def update_latest_link(target: str, link: str) -> None:
     """Point ``link`` at ``target`` (a relative symlink), atomically."""
     tmp = f'{link}.tmp-{os.getpid()}'
@@ -91,14 +125,24 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
-def load_checkpoint_file(path: str, map_location: Any = 'cpu',
-                         trusted: bool = False) -> Dict[str, Any]:
+def load_checkpoint_file(path: str, map_location: Any = 'cpu', trusted: bool = False,
+                         keys: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """Load a checkpoint safely.
+
+    A sharded checkpoint's folder gives the same dict, its tensors whole
+    (read from every rank's files in this one process: see
+    :func:`.sharded_checkpoint.read_whole`); ``keys`` limits which of its
+    sharded entries are read (``['state_dict']``: the weights only).
 
     Raises:
         CheckpointError: the file is missing, truncated/corrupt, or holds
             objects other than tensors and plain containers (unless ``trusted``).
     """
+    if is_sharded(path):
+        ckpt = load_checkpoint_file(osp.join(path, STATE_FILE), map_location, trusted)
+        sharded = ckpt.get('sharded', {}).get('keys', SHARDED_KEYS)
+        ckpt.update(read_whole(path, [k for k in sharded if keys is None or k in keys]))
+        return ckpt
     if not osp.isfile(path):
         raise CheckpointNotFoundError(f'checkpoint {path} does not exist (or is a dangling '
                                       'link)')
@@ -137,7 +181,8 @@ def find_latest_valid(work_dir: str, logger=None) -> Optional[str]:
     """The newest checkpoint in ``work_dir`` that loads; corrupt ones are reported."""
     for path in reversed(list_checkpoints(work_dir)):
         try:
-            load_checkpoint_file(path)
+            # A sharded checkpoint: its index and rank 0's file (written last) are enough.
+            load_checkpoint_file(osp.join(path, STATE_FILE) if is_sharded(path) else path)
             return path
         except CheckpointError as e:
             if logger is not None:
@@ -185,8 +230,11 @@ def load_optimizer_state(model: nn.Module, optimizer: Optimizers, state: Dict[st
             load_optimizer_state(model, optim, state[name])
         return
     scatter = getattr(model, 'load_optimizer_state_dict', None)
-    if scatter is not None:
+    if scatter is not None:  # FSDP's whole state, keyed by name: loaded as DCP loads it
+        adopt_group_keys(optimizer, state)
         scatter(optimizer, state)
+    elif keyed_by_name(state):  # consolidated from a sharded checkpoint
+        load_named_optimizer_state(model, optimizer, state)
     else:
         optimizer.load_state_dict(state)
 
@@ -306,10 +354,11 @@ def load_checkpoint(model: nn.Module, filename: str, map_location: Any = None,
     pickled objects), its ``state_dict`` (or the whole file, a bare state dict)
     has ``revise_keys`` applied (default: strip a leading ``module.``), then
     :func:`load_state_dict` loads what fits. Local files only: download a URL
-    first. Returns the whole checkpoint.
+    first. Returns the whole checkpoint (of a sharded checkpoint's folder, all
+    but the optimizer state, which is not read).
     """
     checkpoint = load_checkpoint_file(filename, 'cpu' if map_location is None else map_location,
-                                      trusted)
+                                      trusted, keys=['state_dict'])
     state_dict = revise_state_dict(checkpoint.get('state_dict', checkpoint), revise_keys)
     load_state_dict(model, state_dict, strict, logger)
     return checkpoint

@@ -15,7 +15,7 @@ The price is host memory for one extra copy of the state while it is written.
 """
 
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 import numpy as np
 import torch
@@ -42,30 +42,57 @@ def snapshot(obj: Any) -> Any:
 
 
 class CheckpointWriter:
-    """Runs checkpoint-writing jobs on one background thread, one at a time."""
+    """Runs checkpoint-writing jobs on one background thread, one at a time.
+
+    A sharded checkpoint is two jobs on rank 0: every rank's shards (started
+    by the collective gather), then rank 0's file and the rename (queued with
+    :meth:`then` by ``save_checkpoint``), so the loop waits for neither.
+    """
 
     def __init__(self) -> None:
         self._thread: Optional[threading.Thread] = None
         self._path: Optional[str] = None
         self._error: Optional[BaseException] = None
+        self._jobs: List[Callable[[], None]] = []
+        self._lock = threading.Lock()
 
     def submit(self, path: str, job: Callable[[], None]) -> None:
         """Wait for the previous job, then run ``job`` (which writes ``path``) in the background."""
         self.wait()
-        self._path = path
+        self._path, self._jobs = path, [job]
         # Not a daemon: an interpreter that exits normally finishes the write first.
-        self._thread = threading.Thread(target=self._run, args=(job, ), daemon=False,
+        self._thread = threading.Thread(target=self._run, daemon=False,
                                         name='mtrain-checkpoint-writer')
         self._thread.start()
 
-    def _run(self, job: Callable[[], None]) -> None:
-        try:
-            job()
-        except BaseException as e:  # kept for the training thread, which raises it
-            self._error = e
+    def then(self, path: str, job: Callable[[], None]) -> None:
+        """Run ``job`` after the job in flight, on the same thread (now if none is in flight).
+
+        If the job in flight fails, ``job`` never runs (the error is raised at :meth:`wait`).
+        """
+        with self._lock:
+            if self._thread is not None and self._jobs:  # still running what it was given
+                self._path = path
+                self._jobs.append(job)
+                return
+        self.submit(path, job)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._jobs or self._error is not None:
+                    self._jobs = []
+                    return
+                job = self._jobs[0]
+            try:
+                job()
+            except BaseException as e:  # kept for the training thread, which raises it
+                self._error = e
+            with self._lock:
+                self._jobs.pop(0)
 
     def wait(self) -> None:
-        """Block until the job in flight is done; raise :class:`CheckpointError` if it failed."""
+        """Block until the jobs in flight are done; raise :class:`CheckpointError` if one failed."""
         if self._thread is not None:
             self._thread.join()
             self._thread = None

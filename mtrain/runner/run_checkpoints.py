@@ -14,10 +14,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..utils.dist import gather_to_main
-from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, load_checkpoint,
-                         load_optimizer_state, model_state, optimizer_state,
-                         save_checkpoint_file, update_latest_link, weights_to_cpu)
+from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, finish_sharded, load_checkpoint,
+                         load_checkpoint_file, load_optimizer_state, model_state,
+                         optimizer_state, save_checkpoint_file, update_latest_link,
+                         weights_to_cpu)
 from .checkpoint_writer import snapshot
+from .sharded_checkpoint import STATE_FILE, is_sharded, read_shards
+from .sharded_writes import Shards, sharded_checkpoints, write_shards_of_this_point
 from .iter_loader import saved_geometry
 from .rank_state import own_rank_state
 from .rng import get_rng_state, set_rng_state
@@ -48,18 +51,21 @@ class RunnerCheckpoints:
                                                (self._epoch, 0, self._iter))
         return dict(epoch=epoch, inner_iter=inner_iter, iter=iteration)
 
-    def state_dict(self, save_optimizer: bool = True, copy: bool = False) -> Dict[str, Any]:
+    def state_dict(self, save_optimizer: bool = True, copy: bool = False,
+                   tensors: bool = True) -> Dict[str, Any]:
         """Everything the rest of the run depends on, as a checkpoint dict.
 
         ``copy``: share no tensor or container with the live run (for a
         checkpoint written in the background while training goes on).
+        ``tensors=False``: without the weights and optimizer state (what a
+        sharded checkpoint's ``mtrain_state.pth`` holds; the shards hold them).
         """
         progress = self._progress()
         hook_states = {name: state for name, state in self._named_hook_states()}
         ckpt = {
             'meta': dict(self.meta, epoch=progress['epoch'], iter=progress['iter'],
                          time=time.asctime(), mtrain_version=__version__),
-            'state_dict': model_state(self.model_wrapper),
+            'state_dict': model_state(self.model_wrapper) if tensors else None,
             'progress': dict(progress, num_updates=self.num_updates, world_size=self.world_size,
                              samples_per_gpu=self._samples_per_gpu),
             'hooks': hook_states,
@@ -70,7 +76,9 @@ class RunnerCheckpoints:
             ckpt['progress'].update(phase=list(getattr(self, '_phase', START)),
                                     workflow=plain_workflow(workflow))
         ckpt.update(self._rank_state(progress))  # this rank's (all ranks': see rank_state.py)
-        if save_optimizer and self.optimizer is not None:
+        if not tensors:
+            del ckpt['state_dict']
+        elif save_optimizer and self.optimizer is not None:
             ckpt['optimizer'] = optimizer_state(self.model_wrapper, self.optimizer)
         if copy:  # every tensor copied to the host once, GPU or not
             return snapshot(ckpt)
@@ -98,7 +106,8 @@ class RunnerCheckpoints:
             if state:
                 yield key, state
 
-    def gather_checkpoint_state(self, save_optimizer: bool = True) -> None:
+    def gather_checkpoint_state(self, save_optimizer: bool = True,
+                                background: bool = False) -> None:
         """Collect what only every rank together can give a checkpoint of this point.
 
         A collective: every rank calls it, then rank 0 calls
@@ -109,6 +118,11 @@ class RunnerCheckpoints:
         ``EvalHook``'s best checkpoint call it; :meth:`save_checkpoint` itself
         is rank-local, so a 1.x hook that saves on rank 0 only (``@master_only``)
         never waits for the other ranks.
+
+        With sharded checkpoints (:mod:`.sharded_writes`) every rank writes its
+        shards here, into a staging folder that :meth:`save_checkpoint` turns
+        into the checkpoint; ``background``: the shards are copied now and
+        written on the checkpoint writer thread.
         """
         self.wait_for_checkpoint()
         if self.optim_step is not None:
@@ -116,9 +130,11 @@ class RunnerCheckpoints:
         state = ranks = None
         if self.world_size > 1:
             ranks = gather_to_main(self._rank_state(self._progress()))
-            if getattr(self.model_wrapper, 'collective_checkpoint', False):
-                # The gather takes every rank; rank 0 keeps a host copy until it writes.
-                state = self.state_dict(save_optimizer, copy=self.rank == 0)
+        if sharded_checkpoints(self):
+            state = write_shards_of_this_point(self, save_optimizer, background)
+        elif self.world_size > 1 and getattr(self.model_wrapper, 'collective_checkpoint', False):
+            # The gather takes every rank; rank 0 keeps a host copy until it writes.
+            state = self.state_dict(save_optimizer, copy=self.rank == 0)
         self._gathered = (self._point(), save_optimizer, state if self.rank == 0 else None, ranks)
 
     def _point(self) -> Tuple[int, int, int]:
@@ -145,26 +161,45 @@ class RunnerCheckpoints:
             raise TypeError(f'meta should be a dict or None, but got {type(meta)}')
         if self.rank != 0:
             return None
-        self.wait_for_checkpoint()  # one write at a time: latest.pth only moves forward
+        shards = self._gathered_shards(save_optimizer)
+        if shards is None:  # (a sharded one is finished after its shards, on the same thread)
+            self.wait_for_checkpoint()  # one write at a time: latest.pth only moves forward
         tmpl = filename_tmpl or self.default_ckpt_tmpl
         by_iter = self.default_ckpt_tmpl.startswith('iter')
         path = osp.join(out_dir, tmpl.format(self._iter + 1 if by_iter else self._epoch + 1))
         self.call_hook('before_save_checkpoint')
-        ckpt = self._checkpoint_of_this_point(save_optimizer, background)
+        ckpt = (shards.rest if shards is not None
+                else self._checkpoint_of_this_point(save_optimizer, background))
         ckpt['meta'] = dict(meta or {}, **ckpt['meta'])
 
         def write() -> None:
-            save_checkpoint_file(ckpt, path)
+            if shards is None:
+                save_checkpoint_file(ckpt, path)
+            else:
+                finish_sharded(shards.stage, ckpt, path)
             if create_symlink:
                 update_latest_link(path, osp.join(out_dir, 'latest.pth'))
             if on_written is not None:
                 on_written(path)
 
         if background:
-            self._checkpoint_writer.submit(path, write)
+            (self._checkpoint_writer.submit if shards is None
+             else self._checkpoint_writer.then)(path, write)
         else:
+            self.wait_for_checkpoint()  # the shards, if they were written in the background
             write()
         return path
+
+    def _gathered_shards(self, save_optimizer: bool) -> Optional[Shards]:
+        """The shards every rank wrote for this point, if any (taken: one checkpoint of them)."""
+        point, gathered_optimizer, state, ranks = getattr(self, '_gathered', (None,) * 4)
+        if (not isinstance(state, Shards) or point != self._point()
+                or gathered_optimizer != save_optimizer):
+            return None
+        self._gathered = (point, gathered_optimizer, None, ranks)
+        if ranks is not None:
+            state.rest['ranks'] = ranks  # every rank's RNG and data-order state (rank_state.py)
+        return state
 
     def _checkpoint_of_this_point(self, save_optimizer: bool, copy: bool) -> Dict[str, Any]:
         """The state to write: gathered by every rank for this point, or rank 0's own."""
@@ -253,7 +288,10 @@ class RunnerCheckpoints:
         A checkpoint written by mmcv 1.x (no ``progress``) resumes from its
         ``meta['epoch']`` / ``meta['iter']`` at the start of that epoch.
         """
-        ckpt = self.load_checkpoint(checkpoint, map_location, strict=True, trusted=trusted)
+        if is_sharded(checkpoint):
+            ckpt = self._load_sharded(checkpoint, resume_optimizer, trusted)
+        else:
+            ckpt = self.load_checkpoint(checkpoint, map_location, strict=True, trusted=trusted)
         progress = ckpt.get('progress') or _mmcv_progress(ckpt, checkpoint)
         self._epoch, self._iter = progress['epoch'], progress['iter']
         self._start_inner_iter = progress['inner_iter']
@@ -281,6 +319,23 @@ class RunnerCheckpoints:
             set_rng_state(own['rng'])
         self.logger.info(f'resumed from {checkpoint}: epoch {self._epoch}, '
                          f'iter {self._iter}, update {self.num_updates}')
+
+    def _load_sharded(self, folder: str, with_optimizer: bool, trusted: bool) -> Dict[str, Any]:
+        """Read a sharded checkpoint's weights (and optimizer) into this run, resharded.
+
+        Collective on several ranks. Returns rank 0's file (the checkpoint
+        minus its tensors); the optimizer state is loaded here already.
+        """
+        ckpt = load_checkpoint_file(osp.join(folder, STATE_FILE), 'cpu', trusted)
+        saved = ckpt.get('sharded', {}).get('keys', ())
+        try:
+            read_shards(folder, self.model_wrapper, self.optimizer,
+                        with_optimizer and 'optimizer' in saved and self.optimizer is not None)
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise CheckpointError(f'{folder} does not fit the model: {e}\nTo start from the '
+                                  'weights that fit, use load_from (not resume_from).') from e
+        self.logger.info(f'load checkpoint from {folder}')
+        return ckpt
 
     def _start_workflow(self, workflow: Sequence[Tuple[str, int]]) -> Position:
         """Where the loop's first cycle starts: the checkpoint's position after a resume.

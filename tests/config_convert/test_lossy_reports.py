@@ -30,6 +30,8 @@ TO_ENGINE = [
      'mmcv evaluates after epochs [3], mmengine would after epochs [4]'),
     (dict(checkpoint_config=dict(interval=1, async_save=True)), 'checkpoint_config.async_save',
      'mtrain-only'),
+    (dict(checkpoint_config=dict(interval=1, sharded=True)), 'checkpoint_config.sharded',
+     'mtrain-only'),
     (dict(log_config=dict(interval=5, hooks=[dict(type='MyLoggerHook')])), 'log_config.hooks.0',
      'no vis backend'),
     (dict(log_config=dict(interval=5, hooks=[dict(type='TensorboardLoggerHook',

@@ -29,15 +29,23 @@ def _shard_linear_layers(model):
     return MTFullyShardedDataParallel(model, shard_layers=['Linear'])
 
 
+# Whole-model files, not the sharded folders FSDP writes by default (test_sharded_checkpoint.py).
+WHOLE_FILES = dict(interval=1, sharded=False)
+# The LR drops after epoch 1: the resumed epoch 2 must take the saved initial_lr.
+STEP = dict(policy='step', step=[1])
+
+
 def _fsdp_job(rank, model_cls, dataset_cls, work_dir, cumulative_iters, resume):
     if not resume:
-        train_toy(model_cls, dataset_cls, work_dir, 8, cumulative_iters, _shard_linear_layers)
+        train_toy(model_cls, dataset_cls, work_dir, 8, cumulative_iters, _shard_linear_layers,
+                  checkpoint_config=WHOLE_FILES, lr_config=STEP)
         return
     train_toy(model_cls, dataset_cls, work_dir, 8, cumulative_iters, _shard_linear_layers,
-              max_epochs=1)
+              max_epochs=1, checkpoint_config=WHOLE_FILES, lr_config=STEP)
     # Resume the written checkpoint (weights and sharded momentum) for the second epoch.
     train_toy(model_cls, dataset_cls, work_dir, 8, cumulative_iters, _shard_linear_layers,
-              resume_from=os.path.join(work_dir, 'epoch_1.pth'))
+              resume_from=os.path.join(work_dir, 'epoch_1.pth'), checkpoint_config=WHOLE_FILES,
+              lr_config=STEP)
 
 
 # Accumulation windows follow the run's length, so the accumulating run is not split.
@@ -45,7 +53,8 @@ def _fsdp_job(rank, model_cls, dataset_cls, work_dir, cumulative_iters, resume):
 def test_fsdp_two_ranks_match_one_process_with_whole_model_checkpoints(
         tmp_path, toy_model, toy_dataset, cumulative_iters, resume):
     model_cls, dataset_cls = type(toy_model), type(toy_dataset)
-    reference = train_toy(model_cls, dataset_cls, tmp_path / 'single', 16, cumulative_iters)
+    reference = train_toy(model_cls, dataset_cls, tmp_path / 'single', 16, cumulative_iters,
+                          lr_config=STEP)
     codes, _ = launch(_fsdp_job, model_cls, dataset_cls, str(tmp_path / 'fsdp'),
                       cumulative_iters, resume)
     assert codes == [0, 0]

@@ -7,6 +7,7 @@ that fits and reports missing / unexpected / shape-mismatched keys once;
 """
 
 import logging
+import os
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from torch import nn
 
 from mtrain.parallel import ModelWrapper
 from mtrain.runner import CheckpointError
-from mtrain.runner.checkpoint import (get_state_dict, load_checkpoint,
+from mtrain.runner.checkpoint import (finish_sharded, get_state_dict, load_checkpoint,
                                       load_checkpoint_with_prefix, load_state_dict,
                                       save_checkpoint, weights_to_cpu)
 
@@ -114,3 +115,16 @@ def test_a_url_is_refused_in_one_line_and_nothing_is_written(url, tmp_path, monk
     with pytest.raises(ValueError, match=r'checkpoint_config.out_dir.*is a URL'):
         CheckpointHook(interval=1, out_dir=out_dir)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sharded_checkpoint_saved_again_under_its_name_is_replaced_whole(tmp_path):
+    path = str(tmp_path / 'iter_4.pth')
+    for version in (1, 2):  # the preemption save can rewrite the hook's of the same iteration
+        stage = tmp_path / f'.sharded-tmp-{version}'
+        stage.mkdir()
+        (stage / f'shards_{version}').write_text('x')
+        finish_sharded(str(stage), {'version': version}, path)
+        assert not stage.exists()
+    assert sorted(os.listdir(path)) == ['mtrain_state.pth', 'shards_2']
+    assert torch.load(os.path.join(path, 'mtrain_state.pth')) == {'version': 2}
+    assert sorted(os.listdir(tmp_path)) == ['iter_4.pth']  # nothing old left beside it

@@ -10,6 +10,7 @@ import torch
 from mtrain.hooks import CheckpointHook, Hook, OptimizerHook
 from mtrain.runner import CheckpointError, load_checkpoint_file
 from mtrain.runner import run_checkpoints
+from mtrain.runner.checkpoint_writer import CheckpointWriter
 
 
 def _run(make_runner, loader, **ckpt_kwargs):
@@ -124,3 +125,50 @@ def test_a_failed_background_write_is_raised_and_keeps_the_previous_checkpoint(
     assert AfterRun.called
     assert os.readlink(tmp_path / 'latest.pth') == 'epoch_1.pth'
     assert load_checkpoint_file(str(tmp_path / 'latest.pth'))['meta']['epoch'] == 1
+
+
+def test_a_job_queued_with_then_runs_after_the_one_in_flight_and_not_after_a_failure():
+    writer, order, release = CheckpointWriter(), [], threading.Event()
+    writer.submit('a', lambda: (release.wait(), order.append('shards')))
+    writer.then('a', lambda: order.append('rank 0 file'))  # queued behind the shards
+    assert order == []
+    release.set()
+    writer.wait()
+    assert order == ['shards', 'rank 0 file']
+    writer.then('b', lambda: order.append('alone'))  # nothing in flight: runs now
+    writer.wait()
+
+    def fail():
+        release.wait()
+        raise OSError(errno.ENOSPC, 'No space left on device')
+
+    release.clear()
+    writer.submit('c', fail)
+    writer.then('c', lambda: order.append('never'))
+    release.set()
+    with pytest.raises(CheckpointError, match='writing checkpoint c in the background failed'):
+        writer.wait()
+    assert order == ['shards', 'rank 0 file', 'alone']
+
+
+def test_one_process_sharded_checkpoints_in_the_background_equal_the_files(
+        make_runner, toy_loader, tmp_path):
+    kwargs = dict(interval=5, by_epoch=False, max_keep_ckpts=2)
+    _run(make_runner, toy_loader, out_dir=str(tmp_path / 'file'), **kwargs)
+    _run(make_runner, toy_loader, out_dir=str(tmp_path / 'sharded'), sharded=True,
+         async_save=True, **kwargs)
+    file_dir, sharded_dir = (tmp_path / way / tmp_path.name for way in ('file', 'sharded'))
+    assert sorted(os.listdir(sharded_dir)) == sorted(os.listdir(file_dir)) == [
+        'iter_15.pth', 'iter_20.pth', 'iter_24.pth', 'latest.pth']  # (max_keep_ckpts counts by 5)
+    assert os.path.isdir(sharded_dir / 'iter_24.pth')
+    assert not [n for n in os.listdir(tmp_path) if n.startswith('.sharded-tmp-')]
+    file = load_checkpoint_file(str(file_dir / 'latest.pth'))
+    sharded = load_checkpoint_file(str(sharded_dir / 'latest.pth'))
+    for key in ('state_dict', 'progress', 'hooks', 'log_buffer', 'rng'):
+        _assert_same(sharded[key], file[key])
+    # the optimizer state keyed by parameter name, as DCP keeps it: the same tensors
+    names = list(sharded['optimizer']['state'])
+    assert names == list(file['state_dict'])  # (the toy model's parameters, no buffers)
+    for name, state in zip(names, file['optimizer']['state'].values()):
+        _assert_same(sharded['optimizer']['state'][name]['momentum_buffer'],
+                     state['momentum_buffer'])

@@ -10,13 +10,14 @@ and progress, the best checkpoints (names and weights) and the ``*.log.json`` va
 Extra rows (``_extra_rows``) reach states the product does not: a layer unfrozen mid-run
 (``unfreeze_hook.py``), EMA with ``save_best``, accumulation resumed on more processes, an
 optimizer rollback under per-iteration LR and momentum schedules (``rollback_hook.py``),
-and DVCLive and MLflow trackers killed after logging past a mid-epoch checkpoint
-(``tracker_records.py``). At the end: rows for loaders the user builds
+DVCLive and MLflow trackers killed after logging past a mid-epoch checkpoint
+(``tracker_records.py``), and sharded checkpoints (DDP; FSDP written in the background)
+killed inside a write. At the end: rows for loaders the user builds
 (``user_loader_job.py``, always run) and a second resume after a geometry change.
 
 CI runs a seeded sample of ``SAMPLE`` combinations, one of them an extra row (the seed is in
 each test id; set ``MTRAIN_MATRIX_SEED`` to repeat one). The whole matrix, all 128
-combinations and every extra row (143 tests), about 5 minutes on 2 cores::
+combinations and every extra row (147 tests), about 5 minutes on 2 cores::
 
     MTRAIN_FULL_MATRIX=1 python -m pytest -q tests/runner/test_kill_anywhere.py
 """
@@ -37,6 +38,7 @@ HERE = osp.dirname(osp.abspath(__file__))
 sys.path.insert(0, HERE)  # kill_hook, imported by the runs through custom_imports
 sys.path.insert(0, osp.join(osp.dirname(HERE), 'parallel'))
 from dist_launch import launch  # noqa: E402
+from mtrain.runner import load_checkpoint_file  # noqa: E402
 from tool_loader import load_tool  # noqa: E402
 from tracker_records import HOOKS as TRACKER_HOOKS, mlflow_env, tracker_records  # noqa: E402
 
@@ -69,6 +71,13 @@ def _extra_rows():
         # DVCLive and MLflow (file store) offline, a line every 5 iterations, checkpoints
         # every 6: killed after 22, the trackers hold step 19, past iter_18.pth (mid-epoch 2)
         ({**base, 'accumulate': 1, 'eval': True, 'tracker': True}, 'iter:22'),
+        # sharded checkpoints (issue 34) of a DDP run, inside a window: killed in the second
+        # save, after every rank wrote its shards, before rank 0's file and the rename
+        ({**base, 'procs': 2, 'sharded': 'DDP'}, 'save:2'),
+        # FSDP (sharded by default), written in the background, save_best and early
+        # stopping: killed inside the third write (epoch_2.pth's, or a best checkpoint's)
+        ({**base, 'accumulate': 1, 'procs': 2, 'eval': True, 'sharded': 'FSDP+async'},
+         'save:3'),
     ]
 
 
@@ -128,6 +137,11 @@ def _config(combo, path) -> str:
                   'optimizer_config = dict(_delete_=True, grad_clip=dict(max_norm=0.5))']
         custom.append(f"dict(type='RollbackAtHook', snapshot_at={combo['snapshot']}, "
                       f"rollback_at={combo['rollback']}, priority='HIGHEST')")
+    if combo.get('sharded') == 'DDP':
+        lines.append('checkpoint_config = dict(interval=1, sharded=True)')
+    elif combo.get('sharded'):
+        lines += ["model_wrapper = dict(type='MTFullyShardedDataParallel', shard_layers=['Linear'])",
+                  'checkpoint_config = dict(interval=1, async_save=True)']
     if combo.get('tracker'):
         lines += ['checkpoint_config = dict(interval=6, by_epoch=False)',
                   "log_config = dict(interval=5, hooks=[dict(type='TextLoggerHook'), "
@@ -196,8 +210,8 @@ def _assert_equal(a, b, where):
 
 def _outcome(work_dir):
     """What must match: the last checkpoint, the best checkpoints, the val log lines."""
-    last = torch.load(osp.join(work_dir, 'latest.pth'), weights_only=True)
-    best = {n: torch.load(osp.join(work_dir, n), weights_only=True)['state_dict']
+    last = load_checkpoint_file(osp.join(work_dir, 'latest.pth'))  # a file, or a sharded folder
+    best = {n: load_checkpoint_file(osp.join(work_dir, n))['state_dict']
             for n in sorted(os.listdir(work_dir)) if n.startswith('best_') and n.endswith('.pth')}
     val = {}
     for name in sorted(n for n in os.listdir(work_dir) if n.endswith('.log.json')):
