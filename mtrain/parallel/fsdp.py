@@ -18,6 +18,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..registry import MODEL_WRAPPERS
+from ..utils.launch import settle_at_exit
 from .batch_call import call_with_batch, forward_as, has_own_steps
 from .scatter_gather import unpack_containers
 
@@ -65,6 +66,7 @@ class MTFullyShardedDataParallel(nn.Module):
                                f'this is torch {torch.__version__}. Upgrade torch, or use '
                                "model_wrapper=dict(type='MTDistributedDataParallel')") from e
         super().__init__()
+        settle_at_exit()  # a group the user started: gloo's threads at exit (see there)
         device = next(module.parameters()).device
         for tensor in module.state_dict().values():
             dist.broadcast(tensor, src=0)  # the same initial model on every rank
