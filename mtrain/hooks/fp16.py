@@ -86,6 +86,24 @@ class Fp16OptimizerHook(OptimizerHook):
         """A subclass that skipped ``__init__`` (mmcv's style): float16, mmcv's static 512."""
         return OptimStep(amp_dtype='float16', loss_scale=MMCV_DEFAULT_SCALE)
 
+    # mmcv 1.7.2's names for the scaler, which 1.x subclasses that do their own step use
+    # (mmselfsup 0.x's GradAccumFp16OptimizerHook: ``self.loss_scaler.scale(loss).backward()``,
+    # ``unscale_``, ``step``, ``update(self._scale_update_param)``, ``state_dict()``).
+    @property
+    def loss_scaler(self) -> Optional[torch.amp.GradScaler]:
+        """mmcv's ``loss_scaler``: the run's ``GradScaler`` (made for the device in ``before_run``).
+
+        None in bf16 (no scaling). mtrain saves and restores its state with
+        the hook's own (``runner.meta['fp16']`` is not read back).
+        """
+        return self.scaler
+
+    @property
+    def _scale_update_param(self) -> Optional[float]:
+        """mmcv's argument to ``loss_scaler.update``: the static scale, None when dynamic."""
+        scaled = self.optim_step.scaled_step
+        return None if scaled is None else scaled.static_scale
+
 
 @HOOKS.register_module()
 class GradientCumulativeFp16OptimizerHook(Fp16OptimizerHook):
