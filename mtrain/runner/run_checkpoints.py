@@ -287,6 +287,7 @@ class RunnerCheckpoints:
 
         A checkpoint written by mmcv 1.x (no ``progress``) resumes from its
         ``meta['epoch']`` / ``meta['iter']`` at the start of that epoch.
+        ``runner.meta`` becomes the checkpoint's ``meta``, as in mmcv 1.7.2.
         """
         if is_sharded(checkpoint):
             ckpt = self._load_sharded(checkpoint, resume_optimizer, trusted)
@@ -304,7 +305,9 @@ class RunnerCheckpoints:
         self._resume_data = own.get('data')
         # Where the loop resumes in the workflow, and the other loaders' passes (run() reads them).
         self._resume_progress, self._resume_passes = progress, own.get('passes') or {}
-        self.meta.setdefault('hook_msgs', {}).update(ckpt.get('meta', {}).get('hook_msgs', {}))
+        # mmcv 1.7.2's contract: the run's meta becomes the checkpoint's (its hook_msgs, the keys
+        # a 1.x hook kept there, what TextLoggerHook writes first in the resumed run's log).
+        self.meta = dict(ckpt.get('meta') or {})
         if resume_optimizer and 'optimizer' in ckpt and self.optimizer is not None:
             load_optimizer_state(self.model_wrapper, self.optimizer, ckpt['optimizer'])
         states = dict(self._named_hooks())

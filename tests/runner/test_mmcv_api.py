@@ -138,6 +138,17 @@ def test_resume_an_mmcv_written_checkpoint(make_runner, toy_loader, toy_model, t
     assert (runner.epoch, runner.iter) == (2, 16)
 
 
+def test_resume_takes_the_checkpoints_meta_as_mmcv(make_runner, toy_model, tmp_path):
+    """mmcv 1.7.2's ``resume``: ``self.meta = checkpoint['meta']`` (a 1.x hook's keys too)."""
+    path = str(tmp_path / 'epoch_1.pth')
+    saved = dict(epoch=1, iter=8, seed=0, fp16=dict(loss_scaler=dict(scale=512.)))
+    save_checkpoint(toy_model, path, optimizer=_sgd(toy_model), meta=saved)
+    runner = make_runner(type(toy_model)(), max_len=2, meta=dict(seed=1, exp_name='resumed'))
+    runner.resume(path)
+    # Was: the runner's own meta plus the checkpoint's hook_msgs ({'seed': 1, ...}).
+    assert runner.meta == saved
+
+
 def test_load_from_fine_tunes_and_resume_is_strict(make_runner, toy_model, tmp_path, caplog):
     path = str(tmp_path / 'other_head.pth')
     other = type(toy_model)()
