@@ -10,7 +10,8 @@
   two augmented views (``MultiViewDataset``), LARS with ``paramwise_options``,
   cosine lr with linear warmup, mmselfsup's own ``DistOptimizerHook`` accumulating
   gradients over 2 iterations and its ``BYOLHook`` (``MomentumUpdateHook``)
-  updating the target network every 2 iterations; ``EpochBasedRunner``, 3 epochs.
+  updating the target network every 2 iterations (its momentum logged by
+  ``mmselfsup_log_momentum.py``); ``EpochBasedRunner``, 3 epochs.
 
 Nothing is downloaded; the data is drawn from a fixed numpy seed.
 """
@@ -53,7 +54,9 @@ data = dict(
                data_source=dict(type='ImageNet', data_prefix='{root}/ssl/train'),
                num_views=[1, 1], pipelines=[view, view], prefetch=False))
 update_interval = 2  # accumulate gradients over 2 iterations (mmselfsup's DistOptimizerHook)
-custom_hooks = [dict(type='BYOLHook', end_momentum=1., update_interval=update_interval)]
+custom_imports = dict(imports=['mmselfsup_log_momentum'], allow_failed_imports=False)
+custom_hooks = [dict(type='BYOLHook', end_momentum=1., update_interval=update_interval),
+                dict(type='LogTargetMomentum')]  # logs the momentum BYOLHook set
 optimizer = dict(type='LARS', lr=0.3, momentum=0.9, weight_decay=1e-6,
                  paramwise_options={
                      '(bn|gn)(\\\\d+)?.(weight|bias)': dict(weight_decay=0., lars_exclude=True),
