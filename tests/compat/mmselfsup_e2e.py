@@ -17,7 +17,8 @@ target networks, BN buffers) and the LARS state, bitwise. Then a resume from
 ``epoch_2.pth``: the route's third epoch and final weights equal its
 uninterrupted run's bitwise (mmcv's resumed run draws new augmentations: it
 restores no RNG state, docs/migration.md), mmcv's resumed run has the same
-lr and momentum schedule. Not a pytest test: each run costs 10-30 s, over the
+lr and momentum schedule (both log ``base_momentum`` at the first resumed
+iteration: the momentum is a model attribute ``BYOLHook`` sets every 2nd one). Not a pytest test: each run costs 10-30 s, over the
 suite's budget; the last result is recorded in docs/migration.md.
 
 It needs a Python with mmcv 1.7.2 (tests/mmcv_python.py) and, on top of the venv
@@ -102,7 +103,11 @@ def compare(world: World, nproc: int) -> None:
                                '--resume-from', osp.join(ours, 'epoch_2.pth'))
     theirs_resumed = world.train(f'mmcv_{nproc}_resumed', nproc, True,
                                  '--resume-from', osp.join(theirs, 'epoch_2.pth'))
-    assert _log(ours_resumed) == [r for r in log if r['epoch'] == 3], 'resumed epoch 3 differs'
+    # The momentum is a model attribute, not saved: BYOLHook sets it every 2nd iteration, so
+    # the first resumed line shows base_momentum (mmcv's too); it steps nothing there.
+    third = [r for r in log if r['epoch'] == 3]
+    assert _log(ours_resumed, drop=['target_momentum']) == [
+        {k: v for k, v in r.items() if k != 'target_momentum'} for r in third]
     _assert_same_state(osp.join(ours_resumed, 'epoch_3.pth'), last,
                        msgs_from=osp.join(theirs_resumed, 'epoch_3.pth'))
     schedule = [tuple(r[k] for k in SCHEDULE) for r in _log(ours_resumed)]
