@@ -2,7 +2,7 @@
 
 ::
 
-    python tests/compat/mmselfsup_e2e.py [WORK_FOLDER]     # ~3 min on 2 busy cores
+    python tests/compat/mmselfsup_e2e.py [WORK_FOLDER]     # ~4 min on 2 busy cores
 
 mmselfsup's own ``tools/train.py`` (shipped in its wheel under ``.mim``)
 trains ``byol.py`` (``mmselfsup_e2e_setup.py``: ResNet-18 BYOL on 16 generated
@@ -18,7 +18,9 @@ target networks, BN buffers) and the LARS state, bitwise. Then a resume from
 uninterrupted run's bitwise (mmcv's resumed run draws new augmentations: it
 restores no RNG state, docs/migration.md), mmcv's resumed run has the same
 lr and momentum schedule (both log ``base_momentum`` at the first resumed
-iteration: the momentum is a model attribute ``BYOLHook`` sets every 2nd one). Not a pytest test: each run costs 10-30 s, over the
+iteration: the momentum is a model attribute ``BYOLHook`` sets every 2nd one). ``byol_fixed_lr.py`` (SimSiam's fixed predictor lr, mmselfsup's own
+``StepFixCosineAnnealing``) is compared on one process too. Not a pytest test:
+each run costs 10-30 s, over the
 suite's budget; the last result is recorded in docs/migration.md.
 
 It needs a Python with mmcv 1.7.2 (tests/mmcv_python.py) and, on top of the venv
@@ -67,13 +69,14 @@ class World:
         self.env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, HERE]),
                         CUDA_VISIBLE_DEVICES='', OMP_NUM_THREADS='1')
 
-    def train(self, name: str, nproc: int, mmcv_runner: bool, *extra: str) -> str:
-        """``dist_train.sh byol.py NPROC`` on the CPU; the work dir."""
+    def train(self, name: str, nproc: int, mmcv_runner: bool, *extra: str,
+              config: str = 'byol.py') -> str:
+        """``dist_train.sh CONFIG NPROC`` on the CPU; the work dir."""
         work_dir = osp.join(self.root, name)
         route = ['--mmcv-runner'] if mmcv_runner else []
         cmd = [self.python, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node',
                str(nproc), '-m', 'mtrain.compat.run', *route, CPU_DDP, self.tool,
-               osp.join(self.root, 'byol.py'), '--launcher', 'pytorch', '--work-dir', work_dir,
+               osp.join(self.root, config), '--launcher', 'pytorch', '--work-dir', work_dir,
                '--seed', '0', '--deterministic', *extra]
         start = time.time()
         done = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True,
@@ -117,6 +120,19 @@ def compare(world: World, nproc: int) -> None:
           'equal the uninterrupted run')
 
 
+def compare_fixed_lr(world: World) -> None:
+    """``byol_fixed_lr.py`` on one process: SimSiamHook's fixed lr, StepFixCosineAnnealing."""
+    theirs = world.train('mmcv_fixed_lr', 1, True, config='byol_fixed_lr.py')
+    ours = world.train('mtrain_fixed_lr', 1, False, config='byol_fixed_lr.py')
+    assert _log(ours) == _log(theirs), 'logs differ'
+    last = osp.join(ours, 'epoch_3.pth')
+    _assert_same_state(last, osp.join(theirs, 'epoch_3.pth'))
+    groups = _load(last)['optimizer']['param_groups']
+    lrs = sorted({(g['lr'], g.get('fix_lr', False)) for g in groups})
+    assert lrs[-1] == (0.05, True) and len(lrs) == 2, lrs  # the predictor's lr stayed fixed
+    print(f'  fixed predictor lr: logs, weights and lr per group {lrs} equal')
+
+
 def main() -> None:
     torch.set_num_threads(1)
     root = osp.abspath(sys.argv[1]) if len(sys.argv) > 1 else tempfile.mkdtemp('_mmselfsup')
@@ -124,6 +140,7 @@ def main() -> None:
     print(f'mmselfsup 0.11.0 BYOL in {root}')
     for nproc in (1, 2):
         compare(world, nproc)
+    compare_fixed_lr(world)
     print('OK: mmcv 1.7.2 and the route agree bitwise')
 
 

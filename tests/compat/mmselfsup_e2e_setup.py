@@ -11,7 +11,9 @@
   cosine lr with linear warmup, mmselfsup's own ``DistOptimizerHook`` accumulating
   gradients over 2 iterations and its ``BYOLHook`` (``MomentumUpdateHook``)
   updating the target network every 2 iterations (its momentum logged by
-  ``mmselfsup_log_momentum.py``); ``EpochBasedRunner``, 3 epochs.
+  ``mmselfsup_log_momentum.py``); ``EpochBasedRunner``, 3 epochs;
+* ``byol_fixed_lr.py``: the same with SGD, SimSiam's fixed predictor lr and
+  mmselfsup's ``StepFixCosineAnnealing`` lr policy (see ``FIXED_LR_CONFIG``).
 
 Nothing is downloaded; the data is drawn from a fixed numpy seed.
 """
@@ -79,6 +81,22 @@ mp_start_method = 'fork'
 '''
 
 
+#: mmselfsup's other lr machinery on the same model: SimSiam's fixed predictor lr
+#: (``paramwise_options`` ``fix_lr`` groups, its ``SimSiamHook`` at priority HIGH) and its
+#: own ``LrUpdaterHook`` subclass, ``StepFixCosineAnnealing`` (``get_lr``/``get_warmup_lr``).
+#: (mmselfsup 0.11's SimSiam itself cannot train: its ``forward_train(img)`` refuses the
+#: ``idx`` its ``MultiViewDataset`` returns, on mmcv's runner too.)
+FIXED_LR_CONFIG = '''_base_ = ['./byol.py']
+custom_hooks = [dict(type='BYOLHook', end_momentum=1., update_interval=2),
+                dict(type='SimSiamHook', priority='HIGH', fix_pred_lr=True, lr=0.05),
+                dict(type='LogTargetMomentum')]
+optimizer = dict(_delete_=True, type='SGD', lr=0.05, momentum=0.9, weight_decay=1e-4,
+                 paramwise_options={'predictor': dict(fix_lr=True)})
+lr_config = dict(_delete_=True, policy='StepFixCosineAnnealing', min_lr=0., warmup='linear',
+                 warmup_iters=2, warmup_ratio=1e-4, warmup_by_epoch=False)
+'''
+
+
 def write_images(root: str, rng: np.random.Generator) -> None:
     for label in (0, 1):
         folder = osp.join(root, 'ssl', 'train', f'class_{label}')
@@ -90,8 +108,9 @@ def write_images(root: str, rng: np.random.Generator) -> None:
 
 def main(root: str) -> None:
     write_images(root, np.random.default_rng(0))
-    with open(osp.join(root, 'byol.py'), 'w') as f:
-        f.write(BYOL_CONFIG.replace('{root}', root))
+    for name, text in (('byol.py', BYOL_CONFIG), ('byol_fixed_lr.py', FIXED_LR_CONFIG)):
+        with open(osp.join(root, name), 'w') as f:
+            f.write(text.replace('{root}', root))
 
 
 if __name__ == '__main__':
