@@ -119,7 +119,8 @@ class Fp16OptimizerHook(OptimizerHook):
                                  'set loss_scaler first')
         self.optim_step.scaled_step.static_scale = None if value is None else float(value)
 
-    def copy_grads_to_fp32(self, fp16_net: nn.Module, fp32_weights: Iterable[torch.Tensor]) -> None:
+    def copy_grads_to_fp32(self, fp16_net: nn.Module,
+                           fp32_weights: Iterable[torch.Tensor]) -> None:
         """mmcv's legacy-path helper: copy each ``fp16_net`` gradient into its fp32 copy.
 
         Pairs the two in order; a missing fp32 gradient is made. (mtrain's

@@ -116,7 +116,8 @@ def test_legacy_copy_helpers_copy_as_mmcv():
     fp32 = [torch.zeros(2, 3), torch.zeros(2)]
     hook = Fp16OptimizerHook()
     hook.copy_grads_to_fp32(half, fp32)
-    assert fp32[0].grad.dtype == torch.float32 and torch.equal(fp32[0].grad, torch.full((2, 3), .5))
+    assert fp32[0].grad.dtype == torch.float32
+    assert torch.equal(fp32[0].grad, torch.full((2, 3), .5))
     assert fp32[1].grad is None
     fp32[0].add_(1.25)
     hook.copy_params_to_fp16(half, fp32)
