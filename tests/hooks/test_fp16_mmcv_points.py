@@ -12,7 +12,7 @@ expectations are the stock hook's numbers and GradScaler's arithmetic.
 import torch
 from torch import nn
 
-from mtrain.hooks import Fp16OptimizerHook, Hook
+from mtrain.hooks import Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook, Hook
 
 
 class GradAccumFp16(Fp16OptimizerHook):
@@ -71,6 +71,34 @@ def test_subclass_with_mmcvs_step_trains_as_the_stock_hook(make_runner, toy_load
     assert ours.scales == stock.scales and ours.scales[0] == 2.**29
     assert runner.num_updates == base.num_updates < 6  # the skipped steps are not counted
     assert runner.meta['fp16']['loss_scaler'] == ours.loss_scaler.state_dict()
+    for a, b in zip(weights, base_weights):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+class CumulativeOwnLoop(GradientCumulativeFp16OptimizerHook):
+    """mmcv 1.7.2's GradientCumulativeFp16OptimizerHook.after_train_iter, as subclasses copy it."""
+
+    def after_train_iter(self, runner):
+        if not self.initialized:
+            self._init(runner)
+        loss = runner.outputs['loss'] / self._get_loss_factor(runner)
+        self.loss_scaler.scale(loss).backward()
+        if self.every_n_iters(runner, self.cumulative_iters) or self.is_last_iter(runner):
+            self.loss_scaler.unscale_(runner.optimizer)
+            self.loss_scaler.step(runner.optimizer)
+            self.loss_scaler.update(self._scale_update_param)
+            runner.model.zero_grad()
+            runner.optimizer.zero_grad()
+
+
+def test_cumulative_subclass_with_mmcvs_loop_trains_as_the_stock_hook(make_runner, toy_loader):
+    scale = dict(init_scale=2.**10, growth_interval=1)
+    ours = CumulativeOwnLoop(cumulative_iters=2, loss_scale=scale)
+    _, weights = _train(make_runner, toy_loader, ours, iters=5)
+    stock = GradientCumulativeFp16OptimizerHook(cumulative_iters=2, loss_scale=scale)
+    _, base_weights = _train(make_runner, toy_loader, stock, iters=5)
+    assert (ours.divisible_iters, ours.remainder_iters) == (4, 1)
+    assert ours.loss_scaler.get_scale() == stock.loss_scaler.get_scale() == 2.**13
     for a, b in zip(weights, base_weights):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
