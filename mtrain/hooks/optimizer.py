@@ -26,9 +26,11 @@ from ..step import (STEPPED, AccumulationWindow, OptimStep, UpdateResult,
                     check_autocast_support, check_grad_clip)
 from ..step.micro_batch import is_out_of_memory, out_of_memory_stop
 from ..step.update import clip_by_norm, params_in_model_order
+from ..utils.autograd import log_unused_parameters
 from ..utils.modules import wrap_fp16_model
 from .hook import Hook
 from .micro_batch_checks import check_micro_batching
+from .run_length import run_end
 
 
 @HOOKS.register_module()
@@ -152,6 +154,15 @@ class OptimizerHook(Hook):
         """
         return clip_by_norm(params, self.grad_clip)
 
+    def detect_anomalous_parameters(self, loss: torch.Tensor, runner) -> None:
+        """mmcv 1.x's: log an error for each trainable parameter ``loss`` does not depend on.
+
+        What ``detect_anomalous_params=True`` does before each backward (a
+        subclass's override is called there); rank-local. Walks the autograd
+        graph: slow, for debugging DDP's unused parameters.
+        """
+        log_unused_parameters(loss, runner.model, runner.logger)
+
     def _clip(self, runner) -> Optional[torch.Tensor]:
         """The step's ``clip``: :meth:`clip_grads` over the parameters ``clip_params`` names."""
         if self.clip_params == 'optimizer':
@@ -213,7 +224,8 @@ class OptimizerHook(Hook):
             wrap_fp16_model(runner.model, step.amp_dtype)
         step.setup(runner.optimizer, runner.device, runner.model_wrapper.module, runner.logger,
                    run_end=lambda: run_end(runner), clip=lambda: self._clip(runner),
-                   ask_divisor=self._asks_loss_factor(runner))
+                   ask_divisor=self._asks_loss_factor(runner),
+                   detect=lambda loss: self.detect_anomalous_parameters(loss, runner))
         self._count_own_steps(runner)
         if step.micro_batch.enabled:
             check_micro_batching(runner, self._counts_own_steps)
@@ -351,25 +363,6 @@ class OptimizerHook(Hook):
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.optim_step.load_state_dict(state)
-
-
-def run_end(runner) -> Optional[int]:
-    """One past the run's last training iteration, from where the run is now.
-
-    An iteration-based run ends at ``max_iters``. An epoch-based one ends
-    ``max_epochs - epoch`` loader lengths after the current epoch's first
-    iteration, counted with the loader as it is now: a run resumed on another
-    number of processes (or batch size) has a different number of iterations
-    per epoch than its checkpoint's iteration count implies, and a stored
-    ``max_iters`` would put the end of the run in the wrong place.
-    """
-    if runner.max_epochs is None:
-        return runner.max_iters
-    try:
-        per_epoch = len(runner.data_loader)
-    except TypeError:  # (a loader without a length: the runner's own count)
-        return runner.max_iters
-    return runner.iter - runner.inner_iter + (runner.max_epochs - runner.epoch) * per_epoch
 
 
 @HOOKS.register_module()

@@ -1,17 +1,20 @@
-"""mmcv 1.7.2 GradientCumulativeOptimizerHook's extension points, as 1.x subclasses use them.
+"""mmcv 1.7.2 optimizer hooks' extension points (accumulation, anomaly check) as 1.x code uses them.
 
 ``_init(runner)`` (sets ``divisible_iters``, ``remainder_iters``, ``initialized``) and
 ``_get_loss_factor(runner)``: the factors are mmcv's own test's; an override of the
 factor is what the step divides by; a subclass that copies mmcv's ``after_train_iter``
-trains as the stock hook. The slow test trains the same subclasses under mmcv 1.7.2.
+trains as the stock hook; ``detect_anomalous_parameters(loss, runner)`` is what
+``detect_anomalous_params`` calls. The slow test trains the same subclasses under mmcv 1.7.2.
 """
 
+import logging
 import os
 import subprocess
 from types import SimpleNamespace
 
 import pytest
 import torch
+from torch import nn
 
 import mmcv_python  # tests/mmcv_python.py
 from mtrain.hooks import GradientCumulativeOptimizerHook, OptimizerHook
@@ -53,8 +56,8 @@ class _Summed(GradientCumulativeOptimizerHook):
         return 1
 
 
-def _train(make_runner, loader, hook, lr, iters=4):
-    runner = make_runner(by_epoch=False, max_len=iters, lr=lr)
+def _train(make_runner, loader, hook, lr, iters=4, model=None):
+    runner = make_runner(model, by_epoch=False, max_len=iters, lr=lr)
     runner.register_hook(hook)
     runner.run([loader], [('train', 1)])
     return [p.detach() for p in runner.model_wrapper.module.parameters()]
@@ -80,6 +83,23 @@ def test_overridden_loss_factor_is_asked_without_accumulation(make_runner, toy_l
     plain = _train(make_runner, toy_loader, OptimizerHook(), lr=0.1)
     for a, b in zip(halved, plain):
         torch.testing.assert_close(a, b)
+
+
+def test_detect_anomalous_parameters_is_the_point_called(make_runner, toy_loader, toy_model,
+                                                        caplog):
+    class Recording(OptimizerHook):
+        def detect_anomalous_parameters(self, loss, runner):
+            self.seen = getattr(self, 'seen', []) + [runner.iter]
+            super().detect_anomalous_parameters(loss, runner)
+
+    toy_model.unused = nn.Linear(2, 2)
+    hook = Recording(detect_anomalous_params=True)
+    with caplog.at_level(logging.ERROR):
+        _train(make_runner, toy_loader, hook, lr=0.1, iters=2, model=toy_model)
+    assert hook.seen == [0, 1]
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert [e.split(' is not')[0] for e in errors] == \
+        ['unused.weight with shape (2, 2)', 'unused.bias with shape (2,)'] * 2
 
 
 MTRAIN = SimpleNamespace(OptimizerHook=OptimizerHook, IterBasedRunner=IterBasedRunner,
