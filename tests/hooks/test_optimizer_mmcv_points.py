@@ -38,11 +38,13 @@ def _factors(runner, start=0):
     return factors, (hook.divisible_iters, hook.remainder_iters, hook.initialized)
 
 
-@pytest.mark.parametrize('max_iters,start,expected', [
-    (6, 0, [3] * 6), (7, 0, [3] * 6 + [1]), (8, 0, [3] * 6 + [2, 2]),
-    (6, 3, [3] * 3), (8, 3, [3] * 3 + [2, 2]), (10, 5, [3] * 4 + [1])])
-def test_init_and_loss_factor_as_mmcvs_test(make_runner, max_iters, start, expected):
-    runner = make_runner(by_epoch=False, max_len=max_iters)
+@pytest.mark.parametrize('by_epoch,max_iters,start,expected', [
+    (False, 6, 0, [3] * 6), (False, 7, 0, [3] * 6 + [1]), (False, 8, 0, [3] * 6 + [2, 2]),
+    (False, 6, 3, [3] * 3), (False, 8, 3, [3] * 3 + [2, 2]), (True, 8, 0, [3] * 6 + [2, 2]),
+    (True, 10, 5, [3] * 4 + [1])])
+def test_init_and_loss_factor_as_mmcvs_test(make_runner, by_epoch, max_iters, start, expected):
+    runner = make_runner(by_epoch=by_epoch, max_len=max_iters)
+    runner._max_iters = max_iters  # (as mmcv's test: an epoch runner's before its loader)
     factors, split = _factors(runner, start)
     assert factors == expected
     assert split == (max_iters - max_iters % 3, max_iters % 3, True)
