@@ -1,0 +1,84 @@
+"""Write tiny images and a DCGAN config for the mmgen 0.7 comparison (run with venv-mmcv's python).
+
+``python mmgen_e2e_setup.py ROOT`` writes, under ROOT:
+
+* ``gan/imgs/*.png``: 16 RGB images, 32x32, a bright square on noise;
+* ``gan.py``: an mmgen 0.7 config over mmgen's own ``_base_/default_runtime.py``
+  (found beside the installed package, as ``mim`` installs it): a small DCGAN
+  (``StaticUnconditionalGAN``, a generator and a discriminator, one Adam each),
+  ``DynamicIterBasedRunner`` with ``pass_training_status``, mmgen's ``Linear``
+  lr policy, its EMA hook on ``generator_ema`` and ``VisualizeUnconditionalSamples``,
+  checkpoints every 3 of 6 iterations.
+
+Nothing is downloaded; the data is drawn from a fixed numpy seed.
+"""
+
+import os
+import os.path as osp
+import sys
+
+import cv2
+import numpy as np
+
+GAN_CONFIG = '''
+_base_ = ['{configs}/_base_/default_runtime.py']
+model = dict(
+    type='StaticUnconditionalGAN',
+    generator=dict(type='DCGANGenerator', output_scale=32, base_channels=32, noise_size=16),
+    discriminator=dict(type='DCGANDiscriminator', input_scale=32, output_scale=4,
+                       out_channels=1, base_channels=8),
+    gan_loss=dict(type='GANLoss', gan_type='vanilla'))
+train_cfg = dict(disc_steps=1, use_ema=True)
+test_cfg = None
+train_pipeline = [
+    dict(type='LoadImageFromFile', key='real_img', io_backend='disk'),
+    dict(type='Normalize', keys=['real_img'], mean=[127.5] * 3, std=[127.5] * 3, to_rgb=False),
+    dict(type='ImageToTensor', keys=['real_img']),
+    dict(type='Collect', keys=['real_img'], meta_keys=['real_img_path']),
+]
+data = dict(
+    samples_per_gpu=4, workers_per_gpu=0,
+    train=dict(type='UnconditionalImageDataset', imgs_root='{root}/gan/imgs',
+               pipeline=train_pipeline),
+    val=dict(type='UnconditionalImageDataset', imgs_root='{root}/gan/imgs',
+             pipeline=train_pipeline))
+optimizer = dict(
+    generator=dict(type='Adam', lr=0.0002, betas=(0.5, 0.999)),
+    discriminator=dict(type='Adam', lr=0.0004, betas=(0.5, 0.999)))
+lr_config = dict(policy='Linear', by_epoch=False, target_lr=0, start=2, interval=1)
+checkpoint_config = dict(interval=3, by_epoch=False, max_keep_ckpts=20)
+log_config = dict(interval=1, hooks=[dict(type='TextLoggerHook')])
+custom_hooks = [
+    dict(type='VisualizeUnconditionalSamples', output_dir='training_samples', interval=3),
+    dict(type='ExponentialMovingAverageHook', module_keys=('generator_ema', ),
+         interp_mode='lerp', interp_cfg=dict(momentum=0.9), interval=1, priority='VERY_HIGH'),
+]
+total_iters = 6
+runner = dict(type='DynamicIterBasedRunner', is_dynamic_ddp=False, pass_training_status=True)
+use_ddp_wrapper = True
+find_unused_parameters = False
+dist_params = dict(backend='gloo')
+cudnn_benchmark = False
+'''
+
+
+def write_images(root: str, rng: np.random.Generator) -> None:
+    folder = osp.join(root, 'gan', 'imgs')
+    os.makedirs(folder, exist_ok=True)
+    for i in range(16):
+        img = rng.integers(0, 120, size=(32, 32, 3))
+        y, x = rng.integers(0, 16, size=2)
+        img[y:y + 16, x:x + 16] += 120
+        cv2.imwrite(osp.join(folder, f'{i}.png'), img.astype(np.uint8))
+
+
+def main(root: str) -> None:
+    import mmgen  # where mim put its configs: mmgen/.mim/configs
+    configs = osp.join(osp.dirname(mmgen.__file__), '.mim', 'configs')
+    write_images(root, np.random.default_rng(0))
+    with open(osp.join(root, 'gan.py'), 'w') as f:
+        f.write(GAN_CONFIG.replace('{root}', root).replace('{configs}', configs))
+
+
+if __name__ == '__main__':
+    main(osp.abspath(sys.argv[1]))
