@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from .. import __version__
-from ..parallel import unwrap
+from ..parallel import is_module_wrapper, unwrap
 from ..utils import get_dist_info
 from ..utils.errors import refuse_url
 
@@ -255,6 +255,7 @@ def load_state_dict(module: nn.Module, state_dict: Dict[str, Any], strict: bool 
     scatter = getattr(module, 'load_checkpoint_state_dict', None)  # FSDP: a collective
     module = unwrap(module)
     own = module.state_dict()
+    state_dict = into_inner_wrappers(state_dict, module, own)
     mismatched = [f'{k}: checkpoint {tuple(v.shape)}, model {tuple(own[k].shape)}'
                   for k, v in state_dict.items() if k in own and isinstance(v, torch.Tensor)
                   and v.shape != own[k].shape]
@@ -273,6 +274,43 @@ def load_state_dict(module: nn.Module, state_dict: Dict[str, Any], strict: bool 
     if message and get_dist_info()[0] == 0:
         (logger.warning if logger is not None else print)(message)
     return missing, unexpected, mismatched
+
+
+def into_inner_wrappers(state_dict: Dict[str, Any], module: nn.Module,
+                        own: Dict[str, Any]) -> Dict[str, Any]:
+    """``state_dict`` with its wrapper-free names put back under ``module``'s inner wrappers.
+
+    mmcv 1.7.2's ``load_state_dict`` unwraps a model wrapper at every depth, as
+    :func:`get_state_dict` leaves them out when saving: mmgen wraps the generator
+    and the discriminator each in its own DDP, so ``generator.conv.weight`` in
+    the file is ``generator.module.conv.weight`` in the wrapped model. A key the
+    model already has (a file written with the wrappers' names) is kept.
+    """
+    inner = sorted(((clean, real) for clean, real in _wrapper_prefixes(module) if clean != real),
+                   key=lambda pair: -len(pair[0]))  # the deepest module first
+    if not inner:
+        return state_dict
+
+    def rename(key: str) -> str:
+        for clean, real in inner:
+            if key.startswith(clean) and key not in own:
+                return real + key[len(clean):]
+        return key
+
+    renamed = OrderedDict((rename(k), v) for k, v in state_dict.items())
+    renamed._metadata = OrderedDict((rename(k + '.')[:-1], v) for k, v in
+                                    getattr(state_dict, '_metadata', {}).items())
+    return renamed
+
+
+def _wrapper_prefixes(module: nn.Module, clean: str = '', real: str = ''):
+    """``(prefix without wrappers, prefix in module.state_dict())`` of each module inside."""
+    while is_module_wrapper(module):
+        module, real = module.module, f'{real}module.'
+    yield clean, real
+    for name, child in module._modules.items():
+        if child is not None:
+            yield from _wrapper_prefixes(child, f'{clean}{name}.', f'{real}{name}.')
 
 
 def _mismatch_message(missing: List[str], unexpected: List[str], mismatched: List[str]) -> str:

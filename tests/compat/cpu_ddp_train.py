@@ -13,10 +13,17 @@ the route: ``torchrun ... -m mtrain.compat.run cpu_ddp_train.py TOOL CONFIG
 mmgen 0.7 has no such function: its ``train_model`` calls ``model.cuda()`` and
 passes ``device_ids=[torch.cuda.current_device()]`` to its own
 ``DistributedDataParallelWrapper``, which moves each submodule to the GPU and
-scatters inputs to the current device; its ``DynamicIterBasedRunner.resume``
+scatters inputs to the current device; its ``DistributedSampler`` broadcasts
+the shuffle seed from a CUDA tensor (``sync_random_seed(device='cuda')``); its
+``DynamicIterBasedRunner.resume``
 loads onto ``torch.cuda.current_device()`` by default. :func:`cpu_mmgen`
 replaces those, and only those, for a CPU-only machine (one process too, for
-``--resume-from``), under mmcv's own runner as under the route.
+``--resume-from``), under mmcv's own runner as under the route. Under mmcv's
+own runner (``--mmcv-runner``), whose ``init_dist`` divides by the GPU count,
+:func:`cpu_init_dist` stands in for it, and its ``MMDistributedDataParallel``
+gets back the ``_use_replicated_tensor_module = False`` that torch 1.13's DDP
+had and that its ``_run_ddp_forward`` reads (torch 2.x dropped it), so that
+both runners run 2 processes.
 """
 
 import importlib
@@ -36,6 +43,13 @@ def cpu_ddp(model, device='cuda', *args, **kwargs):
     return MMDistributedDataParallel(model, *args, **kwargs)
 
 
+def cpu_init_dist(launcher, backend='gloo', **kwargs):
+    """mmcv 1.7.2's ``init_dist('pytorch')`` without its ``torch.cuda.set_device``."""
+    import torch.distributed as dist
+    assert launcher == 'pytorch', f'cpu_ddp_train.py: launcher {launcher!r} not stood in for'
+    dist.init_process_group(backend=backend, **kwargs)
+
+
 def cpu_mmgen() -> None:
     """mmgen's CUDA-only steps on the CPU (see the module docstring); ``model.cuda()``
     and ``current_device()`` become no-ops whose results the CPU wrapper ignores."""
@@ -45,6 +59,7 @@ def cpu_mmgen() -> None:
     from mmgen.apis import train
     from mmgen.core.ddp_wrapper import DistributedDataParallelWrapper
     from mmgen.core.runners import DynamicIterBasedRunner
+    from mmgen.utils import dist_util
 
     class CpuWrapper(DistributedDataParallelWrapper):
         """mmgen's wrapper: each trainable submodule in its own DDP, without devices."""
@@ -62,6 +77,7 @@ def cpu_mmgen() -> None:
     train.DistributedDataParallelWrapper = CpuWrapper
     torch.nn.Module.cuda = lambda self, device=None: self
     torch.cuda.current_device = lambda: 0
+    dist_util.sync_random_seed.__defaults__ = (None, 'cpu')
     DynamicIterBasedRunner.resume.__defaults__ = (True, True, 'cpu')
 
 
@@ -72,6 +88,11 @@ def main() -> None:
     for module, name in WRAPS:  # the codebase whose tools/ the script is in
         if f'{osp.sep}{module.split(".")[0]}{osp.sep}' in script:
             setattr(importlib.import_module(module), name, cpu_ddp)
+    runner = importlib.import_module('mmcv.runner')
+    if runner.init_dist.__module__.startswith('mmcv.'):  # mmcv's own (not the route's)
+        runner.init_dist = cpu_init_dist
+        importlib.import_module('mmcv.parallel').MMDistributedDataParallel.\
+            _use_replicated_tensor_module = False
     if f'{osp.sep}mmgen{osp.sep}' in script:
         cpu_mmgen()
     runpy.run_path(script, run_name='__main__')

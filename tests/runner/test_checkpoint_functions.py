@@ -114,3 +114,42 @@ def test_a_url_is_refused_in_one_line_and_nothing_is_written(url, tmp_path, monk
     with pytest.raises(ValueError, match=r'checkpoint_config.out_dir.*is a URL'):
         CheckpointHook(interval=1, out_dir=out_dir)
     assert list(tmp_path.iterdir()) == []
+
+
+class GAN(nn.Module):
+    """mmgen's layout: the generator and the discriminator, each in its own wrapper (DDP there)."""
+
+    def __init__(self, wrap: bool = True) -> None:
+        super().__init__()
+        self.generator = nn.Sequential(nn.Linear(2, 4), nn.BatchNorm1d(4))
+        self.discriminator = nn.Linear(4, 1)
+        if wrap:
+            self.generator = ModelWrapper(self.generator)
+            self.discriminator = ModelWrapper(self.discriminator)
+
+
+def test_load_puts_wrapper_free_names_back_under_inner_wrappers(tmp_path, caplog):
+    """As mmcv 1.7.2's ``load_state_dict``, which unwraps a wrapper at every depth: mmgen's
+    own resume loads ``generator.0.weight`` (saved by ``get_state_dict``) into a model whose
+    ``generator`` is a DDP, non-strictly, and must not leave its weights as they were."""
+    trained = GAN()
+    trained.generator(torch.randn(8, 2))  # running stats move off their initial values
+    path = str(tmp_path / 'gan.pth')
+    save_checkpoint(ModelWrapper(trained), path)
+    assert 'generator.0.weight' in torch.load(path, weights_only=True)['state_dict']
+
+    fresh = GAN()
+    with caplog.at_level(logging.WARNING):
+        load_checkpoint(ModelWrapper(fresh), path, logger=logging.getLogger('gan'))
+    assert caplog.records == []  # nothing missing, nothing unexpected
+    expected = get_state_dict(trained)
+    for name, value in get_state_dict(fresh).items():
+        assert torch.equal(value, expected[name]), name
+    # A file written with the wrappers' names (module.state_dict()) still loads, strictly.
+    other = GAN()
+    load_state_dict(other, trained.state_dict(), strict=True)
+    assert torch.equal(other.discriminator.module.weight, trained.discriminator.module.weight)
+    # The plain model takes the same file (nothing to rename).
+    plain = GAN(wrap=False)
+    load_checkpoint(plain, path, strict=True)
+    assert torch.equal(plain.generator[1].running_mean, trained.generator.module[1].running_mean)
