@@ -158,8 +158,11 @@ def weights_to_cpu(state_dict: Dict[str, Any]) -> Dict[str, Any]:
 # The model's and optimizer's states go through the wrapper: one that shards the model
 # (FSDP) gathers and scatters them itself.
 def model_state(model: nn.Module) -> Dict[str, Any]:
+    """The model's weights, named without the wrappers inside it (as mmcv's ``get_state_dict``)."""
     gather = getattr(model, 'checkpoint_state_dict', None)
-    return gather() if gather is not None else model.module.state_dict()
+    if gather is not None:
+        return gather()
+    return out_of_inner_wrappers(model.module.state_dict(), model.module)
 
 
 Optimizers = Union[torch.optim.Optimizer, Dict[str, torch.optim.Optimizer]]
@@ -276,6 +279,19 @@ def load_state_dict(module: nn.Module, state_dict: Dict[str, Any], strict: bool 
     return missing, unexpected, mismatched
 
 
+def out_of_inner_wrappers(state_dict: Dict[str, Any], module: nn.Module) -> Dict[str, Any]:
+    """``module.state_dict()`` with the names of the wrappers inside ``module`` taken out.
+
+    What mmcv 1.7.2's runners save (``get_state_dict``): ``generator.conv.weight``
+    for a generator wrapped in its own DDP (mmgen, mmedit), so the file loads
+    into the plain model. Renames rather than re-collects, so that the
+    modules' state_dict hooks (activation checkpointing's) still apply.
+    """
+    inner = sorted(((real, clean) for clean, real in _wrapper_prefixes(module) if clean != real),
+                   key=lambda pair: -len(pair[0]))
+    return _renamed(state_dict, inner, own={}) if inner else state_dict
+
+
 def into_inner_wrappers(state_dict: Dict[str, Any], module: nn.Module,
                         own: Dict[str, Any]) -> Dict[str, Any]:
     """``state_dict`` with its wrapper-free names put back under ``module``'s inner wrappers.
@@ -288,13 +304,16 @@ def into_inner_wrappers(state_dict: Dict[str, Any], module: nn.Module,
     """
     inner = sorted(((clean, real) for clean, real in _wrapper_prefixes(module) if clean != real),
                    key=lambda pair: -len(pair[0]))  # the deepest module first
-    if not inner:
-        return state_dict
+    return _renamed(state_dict, inner, own) if inner else state_dict
 
+
+def _renamed(state_dict: Dict[str, Any], prefixes: List[Tuple[str, str]],
+             own: Dict[str, Any]) -> OrderedDict:
+    """Each key (and ``_metadata`` entry) not in ``own``: its first ``(old, new)`` prefix replaced."""
     def rename(key: str) -> str:
-        for clean, real in inner:
-            if key.startswith(clean) and key not in own:
-                return real + key[len(clean):]
+        for old, new in prefixes:
+            if key.startswith(old) and key not in own:
+                return new + key[len(old):]
         return key
 
     renamed = OrderedDict((rename(k), v) for k, v in state_dict.items())

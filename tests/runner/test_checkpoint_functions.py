@@ -16,7 +16,7 @@ from mtrain.parallel import ModelWrapper
 from mtrain.runner import CheckpointError
 from mtrain.runner.checkpoint import (get_state_dict, load_checkpoint,
                                       load_checkpoint_with_prefix, load_state_dict,
-                                      save_checkpoint, weights_to_cpu)
+                                      model_state, save_checkpoint, weights_to_cpu)
 
 
 class Net(nn.Module):
@@ -153,3 +153,19 @@ def test_load_puts_wrapper_free_names_back_under_inner_wrappers(tmp_path, caplog
     plain = GAN(wrap=False)
     load_checkpoint(plain, path, strict=True)
     assert torch.equal(plain.generator[1].running_mean, trained.generator.module[1].running_mean)
+
+
+def test_runner_checkpoints_name_weights_without_inner_wrappers():
+    """What a runner saves (``model_state``) is what mmcv 1.7.2's runners save
+    (``get_state_dict``): an mmedit/mmgen-style model with its generator in a DDP
+    writes ``generator.0.weight``, which the plain model (a test script) loads."""
+    gan = GAN()
+    gan.generator(torch.randn(8, 2))
+    state = model_state(ModelWrapper(gan))
+    expected = get_state_dict(gan)
+    assert list(state) == list(expected)
+    assert all(torch.equal(state[k], expected[k]) for k in state)
+    assert state._metadata['generator.1'] == expected._metadata['generator.1']
+    plain = GAN(wrap=False)
+    load_state_dict(plain, state, strict=True)
+    assert torch.equal(plain.generator[1].running_mean, gan.generator.module[1].running_mean)
