@@ -75,6 +75,7 @@ def cpu_mmgen() -> None:
             return scatter_kwargs(inputs, kwargs, [-1], dim=self.dim)
 
     train.DistributedDataParallelWrapper = CpuWrapper
+    train.MMDistributedDataParallel = cpu_ddp  # the whole GAN in one DDP (use_ddp_wrapper=False)
     torch.nn.Module.cuda = lambda self, device=None: self
     torch.cuda.current_device = lambda: 0
     dist_util.sync_random_seed.__defaults__ = (None, 'cpu')

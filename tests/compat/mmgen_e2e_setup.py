@@ -8,7 +8,13 @@
   (``StaticUnconditionalGAN``, a generator and a discriminator, one Adam each),
   ``DynamicIterBasedRunner`` with ``pass_training_status``, mmgen's ``Linear``
   lr policy, its EMA hook on ``generator_ema`` and ``VisualizeUnconditionalSamples``,
-  checkpoints every 3 of 6 iterations.
+  checkpoints every 3 of 6 iterations;
+* ``gan_eval.py``: the same with mmgen's ``GenerativeEvalHook`` every 3
+  iterations on ``MeanGap`` (``mmgen_gap_metric.py``, imported by
+  ``custom_imports``): mmgen's own metrics need downloaded networks (FID, IS,
+  PR) or have no ``_result_dict`` for the hook to read (SWD, MS-SSIM);
+* ``gan_dyn.py``: the same as ``gan.py`` with mmgen's default DDP: the whole GAN
+  in one DDP whose reducer the runner passes to ``train_step``.
 
 Nothing is downloaded; the data is drawn from a fixed numpy seed.
 """
@@ -61,6 +67,20 @@ dist_params = dict(backend='gloo')
 cudnn_benchmark = False
 '''
 
+EVAL_CONFIG = '''
+_base_ = ['./gan.py']
+custom_imports = dict(imports=['mmgen_gap_metric'], allow_failed_imports=False)
+evaluation = dict(type='GenerativeEvalHook', interval=3, save_best_ckpt=False,
+                  metrics=dict(type='MeanGap', num_images=8))
+'''
+
+DYN_CONFIG = '''
+_base_ = ['./gan.py']
+use_ddp_wrapper = False
+find_unused_parameters = True
+runner = dict(is_dynamic_ddp=True)
+'''
+
 
 def write_images(root: str, rng: np.random.Generator) -> None:
     folder = osp.join(root, 'gan', 'imgs')
@@ -78,6 +98,9 @@ def main(root: str) -> None:
     write_images(root, np.random.default_rng(0))
     with open(osp.join(root, 'gan.py'), 'w') as f:
         f.write(GAN_CONFIG.replace('{root}', root).replace('{configs}', configs))
+    for name, text in (('gan_eval.py', EVAL_CONFIG), ('gan_dyn.py', DYN_CONFIG)):
+        with open(osp.join(root, name), 'w') as f:
+            f.write(text)
 
 
 if __name__ == '__main__':
