@@ -35,6 +35,7 @@ import subprocess
 
 import pytest
 import torch
+from torch.testing import assert_close
 
 import mmcv_python  # tests/mmcv_python.py
 from test_mmcv_e2e import HERE, REPO, _load, _log
@@ -81,20 +82,13 @@ def world(tmp_path_factory):
     return train
 
 
-def assert_equal_tree(a, b, path='checkpoint'):
-    """Nested dicts / lists of tensors and values equal, tensors bitwise."""
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), path
-        for key in a:
-            assert_equal_tree(a[key], b[key], f'{path}[{key!r}]')
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_equal_tree(x, y, f'{path}[{i}]')
-    elif isinstance(a, torch.Tensor):
-        assert torch.equal(a, b), path
-    else:
-        assert a == b, path
+def assert_same_states(a, b):
+    """Weights, and each optimizer's state bitwise and groups equal, of two checkpoints."""
+    assert_close(a['state_dict'], b['state_dict'], rtol=0, atol=0)
+    assert a['optimizer'].keys() == b['optimizer'].keys()
+    for name, state in a['optimizer'].items():
+        assert_close(state['state'], b['optimizer'][name]['state'], rtol=0, atol=0)
+        assert state['param_groups'] == b['optimizer'][name]['param_groups']
 
 
 def _files(work_dir):
@@ -109,8 +103,7 @@ def assert_same_run(ours, theirs, names=('iter_3.pth', 'iter_6.pth')):
     assert _files(ours) == _files(theirs)
     for name in names:
         a, b = (_load(osp.join(d, 'ckpt', osp.basename(d), name)) for d in (ours, theirs))
-        assert_equal_tree(a['state_dict'], b['state_dict'])
-        assert_equal_tree(a['optimizer'], b['optimizer'])
+        assert_same_states(a, b)
         assert (a['meta']['iter'], a['meta']['epoch']) == (b['meta']['iter'], b['meta']['epoch'])
     for name in os.listdir(osp.join(ours, 'training_samples')):
         assert filecmp.cmp(osp.join(ours, 'training_samples', name),
