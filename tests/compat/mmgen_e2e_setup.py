@@ -14,7 +14,11 @@
   ``custom_imports``): mmgen's own metrics need downloaded networks (FID, IS,
   PR) or have no ``_result_dict`` for the hook to read (SWD, MS-SSIM);
 * ``gan_dyn.py``: the same as ``gan.py`` with mmgen's default DDP: the whole GAN
-  in one DDP whose reducer the runner passes to ``train_step``.
+  in one DDP whose reducer the runner passes to ``train_step``;
+* ``gan_pggan.py``: a small progressive-growing GAN (4 -> 8 -> 16) as mmgen's PGGAN
+  configs: optimizers built by the model and rebuilt as it grows (``optimizer =
+  None``), ``PGGANFetchDataHook`` resizing the data and the sampler's batch at each
+  scale (only under DDP in mmgen), WGAN-GP losses, mmgen's default DDP.
 
 Nothing is downloaded; the data is drawn from a fixed numpy seed.
 """
@@ -81,6 +85,50 @@ find_unused_parameters = True
 runner = dict(is_dynamic_ddp=True)
 '''
 
+PGGAN_CONFIG = '''
+_base_ = ['./gan_dyn.py']
+model = dict(
+    _delete_=True, type='ProgressiveGrowingGAN',
+    generator=dict(type='PGGANGenerator', out_scale=16, noise_size=16, base_channels=64,
+                   max_channels=16),
+    discriminator=dict(type='PGGANDiscriminator', in_scale=16, base_channels=64, max_channels=16),
+    gan_loss=dict(type='GANLoss', gan_type='wgan'),
+    disc_auxiliary_loss=[
+        dict(type='DiscShiftLoss', loss_weight=0.0005, data_info=dict(pred='disc_pred_fake')),
+        dict(type='GradientPenaltyLoss', loss_weight=10, norm_mode='HWC',
+             data_info=dict(discriminator='disc_partial', real_data='real_imgs',
+                            fake_data='fake_imgs'))])
+train_cfg = dict(
+    _delete_=True, use_ema=True,
+    nkimgs_per_scale={{'4': 0.008, '8': 0.008, '16': 0.016}},  # 8 images a scale
+    transition_kimgs=0.004,
+    optimizer_cfg=dict(generator=dict(type='Adam', lr=0.001, betas=(0., 0.99)),
+                       discriminator=dict(type='Adam', lr=0.001, betas=(0., 0.99))),
+    g_lr_base=0.001, d_lr_base=0.001,
+    g_lr_schedule={{'16': 0.0015}}, d_lr_schedule={{'16': 0.0015}})
+optimizer = None  # built (and rebuilt at each scale) by the model
+lr_config = None
+train_pipeline = [
+    dict(type='LoadImageFromFile', key='real_img', io_backend='disk'),
+    dict(type='Resize', keys=['real_img'], scale=(16, 16)),
+    dict(type='Normalize', keys=['real_img'], mean=[127.5] * 3, std=[127.5] * 3, to_rgb=False),
+    dict(type='ImageToTensor', keys=['real_img']),
+    dict(type='Collect', keys=['real_img'], meta_keys=['real_img_path']),
+]
+data = dict(
+    _delete_=True, samples_per_gpu=4, workers_per_gpu=0,
+    train=dict(type='GrowScaleImgDataset', imgs_roots={{'32': '{root}/gan/imgs'}},
+               pipeline=train_pipeline, gpu_samples_base=4,
+               gpu_samples_per_scale={{'4': 4, '8': 4, '16': 2}}, len_per_stage=-1))
+custom_hooks = [
+    dict(type='VisualizeUnconditionalSamples', output_dir='training_samples', interval=3),
+    dict(type='PGGANFetchDataHook', interval=1),
+    dict(type='ExponentialMovingAverageHook', module_keys=('generator_ema', ), interval=1,
+         priority='VERY_HIGH'),
+]
+total_iters = 8
+'''
+
 
 def write_images(root: str, rng: np.random.Generator) -> None:
     folder = osp.join(root, 'gan', 'imgs')
@@ -98,7 +146,8 @@ def main(root: str) -> None:
     write_images(root, np.random.default_rng(0))
     with open(osp.join(root, 'gan.py'), 'w') as f:
         f.write(GAN_CONFIG.replace('{root}', root).replace('{configs}', configs))
-    for name, text in (('gan_eval.py', EVAL_CONFIG), ('gan_dyn.py', DYN_CONFIG)):
+    for name, text in (('gan_eval.py', EVAL_CONFIG), ('gan_dyn.py', DYN_CONFIG),
+                       ('gan_pggan.py', PGGAN_CONFIG.format(root=root))):
         with open(osp.join(root, name), 'w') as f:
             f.write(text)
 

@@ -142,10 +142,12 @@ def test_mmgen_dynamic_runner_matches_mmcv(world, tmp_path):
     assert [r['iter'] for r in _log(resumed['ours'])] == [4, 5, 6]
 
 
-@pytest.mark.parametrize('config', ['gan_eval.py', 'gan_dyn.py'])
+@pytest.mark.parametrize('config', ['gan_eval.py', 'gan_dyn.py', 'gan_pggan.py'])
 def test_mmgen_two_processes_and_resume_match_mmcv(world, tmp_path, config):
     """gan_eval.py: generator and discriminator each in a DDP (``DistributedDataParallelWrapper``),
-    evaluation on rank 0; gan_dyn.py: mmgen's default, one DDP, its reducer in train_step."""
+    evaluation on rank 0; gan_dyn.py: mmgen's default, one DDP, its reducer in train_step;
+    gan_pggan.py: progressive growing, optimizers built and rebuilt by the model, the data
+    loader and sampler resized by a hook (mmgen_e2e_setup.py)."""
     theirs = world(config, str(tmp_path / 'mmcv'), mmcv_runner=True, nproc=2)
     ours = world(config, str(tmp_path / 'mtrain'), nproc=2)
     assert_same_run(ours, theirs)
