@@ -13,7 +13,7 @@ two (gloo, CPU: ``cpu_ddp_train.py`` replaces mmgen's CUDA-only steps, and
 under mmcv's own runner its ``init_dist``), and after ``--resume-from``.
 
 Runs on request (``MTRAIN_MMGEN_TEST=1``): the one-process comparison alone
-takes 15-25 s on 2 cores, all of it about 2 minutes; the last result is in
+takes 15-25 s on 2 cores, all of it about 3 minutes; the last result is in
 docs/migration.md ("mmgen 0.7.3 (GANs) end to end").
 
 It needs a Python with mmcv 1.7.2 (MMCV_WITH_OPS=0, as tests/compat/test_mmcv_e2e.py
@@ -52,7 +52,7 @@ def world(tmp_path_factory):
     """A runner of mmgen's ``tools/train.py`` (1 or 2 processes, either runner) on the data."""
     if os.environ.get('MTRAIN_MMGEN_TEST') != '1':
         pytest.skip('mmgen 0.7.3 end to end, run on request: set MTRAIN_MMGEN_TEST=1 '
-                    '(about 2 minutes on 2 cores)')
+                    '(about 3 minutes on 2 cores)')
     python = mmcv_python.find('import mmcv, mmgen; print(mmcv.__version__, mmgen.__version__)',
                               list(WANTED.values()), SETUP)
     root = str(tmp_path_factory.mktemp('mmgen_e2e'))
