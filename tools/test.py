@@ -26,6 +26,7 @@ from mtrain.registry import HOOKS, MODELS, build
 from mtrain.runner import BaseRunner, CheckpointError, build_test_loader
 from mtrain.utils import (ConfigError, destroy_dist, get_logger, init_dist, is_main_process,
                           report_failure)
+from mtrain.utils.mistakes import announce_mistake
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -135,10 +136,10 @@ def main(argv=None) -> int:
     try:
         evaluate(args)
     except (ConfigError, CheckpointError) as e:
-        report_failure(e)  # distributed: the other ranks stop now, naming this error
         if args.debug:
+            report_failure(e)  # distributed: the other ranks stop now, naming this error
             raise
-        print(f'error: {e}', file=sys.stderr)
+        announce_mistake(e, args.launcher)  # one line for the whole job
         return 2
     except BaseException as e:
         report_failure(e)

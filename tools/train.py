@@ -13,7 +13,6 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from mtrain.config import load_config, parse_cfg_options, source_of
@@ -23,6 +22,7 @@ from mtrain.parallel import unwrap
 from mtrain.runner import CheckpointError, Preempted, build_runner
 from mtrain.runner.dry_run import dry_run
 from mtrain.step import OutOfMemoryStop
+from mtrain.utils.mistakes import announce_mistake
 from mtrain.utils import (ConfigError, broadcast_object, destroy_dist, get_logger, init_dist,
                           is_main_process, report_failure, set_random_seed)
 
@@ -275,33 +275,6 @@ def prepare_work_dir(work_dir: str) -> None:
                           'another with --work-dir or free some space', key='work_dir') from e
 
 
-def announce_mistake(error: BaseException, args: argparse.Namespace) -> None:
-    """Print a user mistake in one line, once per job however many ranks meet it.
-
-    Once the process group exists the first rank to report it prints it and
-    the others stop without a word (:func:`report_failure`, which also stops
-    a rank waiting in a collective for this one). Before that (the config
-    file, ``--cfg-options``) there is nobody to tell: rank 0 of the launch
-    prints it, since every rank read the same files, and the others wait for
-    the launcher to stop them once rank 0 has exited, so it is not stopped
-    before it has printed. A rank still running after that wait met a mistake
-    rank 0 did not (a file missing on its node): it prints it itself.
-    """
-    line = f'error: {error}\n(run with --debug for the traceback)\n'
-    if args.launcher == 'none' or dist.is_initialized():
-        report_failure(error, quiet=True, announce=line)
-    elif os.environ.get('RANK' if args.launcher == 'pytorch' else 'SLURM_PROCID') == '0':
-        sys.stderr.write(line)
-    else:
-        time.sleep(RANK_0_GRACE_S)
-        sys.stderr.write(line)
-
-
-#: Seconds a rank other than 0 waits after a mistake in the config, before the process
-#: group exists: rank 0 prints it and exits, and the launcher then stops this rank.
-RANK_0_GRACE_S = 10
-
-
 @record  # under torchrun: this rank's traceback becomes the job's reported root cause
 def main(argv=None) -> int:
     args = parse_args(argv)
@@ -313,7 +286,7 @@ def main(argv=None) -> int:
         if args.debug:
             report_failure(e)
             raise
-        announce_mistake(e, args)
+        announce_mistake(e, args.launcher)
         return 2
     except (NonFiniteLossError, OutOfMemoryStop) as e:  # the run's own end, in one line
         report_failure(e)

@@ -24,9 +24,10 @@ on the device and reads nothing back; the step is then counted in
 once and takes them off (see :mod:`mtrain.hooks.optimizer`).
 """
 
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Iterable, Optional, Union
 
 import torch
+from torch import nn
 
 from ..registry import HOOKS
 from ..step import OptimStep, check_autocast_support, parse_dtype
@@ -86,23 +87,57 @@ class Fp16OptimizerHook(OptimizerHook):
         """A subclass that skipped ``__init__`` (mmcv's style): float16, mmcv's static 512."""
         return OptimStep(amp_dtype='float16', loss_scale=MMCV_DEFAULT_SCALE)
 
-    # mmcv 1.7.2's names for the scaler, which 1.x subclasses that do their own step use
-    # (mmselfsup 0.x's GradAccumFp16OptimizerHook: ``self.loss_scaler.scale(loss).backward()``,
-    # ``unscale_``, ``step``, ``update(self._scale_update_param)``, ``state_dict()``).
+    # -- what mmcv 1.x subclasses read and set (their after_train_iter copies mmcv's) ----
     @property
     def loss_scaler(self) -> Optional[torch.amp.GradScaler]:
-        """mmcv's ``loss_scaler``: the run's ``GradScaler`` (made for the device in ``before_run``).
+        """The ``torch.amp.GradScaler`` the step scales, unscales and steps with (None: bf16).
 
-        None in bf16 (no scaling). mtrain saves and restores its state with
-        the hook's own (``runner.meta['fp16']`` is not read back).
+        The live object: ``get_scale()`` is the current scale, and a subclass
+        that calls ``loss_scaler.scale(loss).backward()``, ``unscale_``,
+        ``step`` and ``update(self._scale_update_param)`` itself trains as on
+        mmcv. Read before the run it is made for the likely device (CUDA if
+        present); the run moves its state to the run's device. Setting it
+        (mmcv subclasses that skip ``__init__``) makes the step use that one.
         """
-        return self.scaler
+        scaled = self.optim_step.scaled_step
+        return None if scaled is None else scaled.made_early()
+
+    @loss_scaler.setter
+    def loss_scaler(self, scaler: torch.amp.GradScaler) -> None:
+        self.optim_step.use_scaler(scaler)
 
     @property
     def _scale_update_param(self) -> Optional[float]:
-        """mmcv's argument to ``loss_scaler.update``: the static scale, None when dynamic."""
+        """mmcv's argument to ``loss_scaler.update``: the static scale, or None (dynamic)."""
         scaled = self.optim_step.scaled_step
         return None if scaled is None else scaled.static_scale
+
+    @_scale_update_param.setter
+    def _scale_update_param(self, value: Optional[float]) -> None:
+        if self.optim_step.scaled_step is None:
+            raise AttributeError('_scale_update_param: this hook has no loss scaler (bf16); '
+                                 'set loss_scaler first')
+        self.optim_step.scaled_step.static_scale = None if value is None else float(value)
+
+    def copy_grads_to_fp32(self, fp16_net: nn.Module,
+                           fp32_weights: Iterable[torch.Tensor]) -> None:
+        """mmcv's legacy-path helper: copy each ``fp16_net`` gradient into its fp32 copy.
+
+        Pairs the two in order; a missing fp32 gradient is made. (mtrain's
+        step keeps fp32 weights under autocast and never calls it.)
+        """
+        for fp32, half in zip(fp32_weights, fp16_net.parameters()):
+            if half.grad is None:
+                continue
+            if fp32.grad is None:
+                fp32.grad = torch.empty_like(fp32.data)
+            fp32.grad.copy_(half.grad)
+
+    def copy_params_to_fp16(self, fp16_net: nn.Module,
+                            fp32_weights: Iterable[torch.Tensor]) -> None:
+        """mmcv's legacy-path helper: copy the fp32 weights back into ``fp16_net``, in order."""
+        for half, fp32 in zip(fp16_net.parameters(), fp32_weights):
+            half.data.copy_(fp32.data)
 
 
 @HOOKS.register_module()

@@ -26,9 +26,11 @@ from ..step import (STEPPED, AccumulationWindow, OptimStep, UpdateResult,
                     check_autocast_support, check_grad_clip)
 from ..step.micro_batch import is_out_of_memory, out_of_memory_stop
 from ..step.update import clip_by_norm, params_in_model_order
+from ..utils.autograd import log_unused_parameters
 from ..utils.modules import wrap_fp16_model
 from .hook import Hook
 from .micro_batch_checks import check_micro_batching
+from .run_length import run_end
 
 
 @HOOKS.register_module()
@@ -73,7 +75,11 @@ class OptimizerHook(Hook):
     ``runner.optimizer.step()`` itself: every ``optimizer.step()`` is then
     counted in ``runner.num_updates`` (a step hook on the optimizer, from
     ``before_run`` to ``after_run``), so hooks that follow updates (EMA,
-    update-counted schedules) see its steps.
+    update-counted schedules) see its steps. mmcv's
+    ``GradientCumulativeOptimizerHook`` points are on every optimizer hook
+    here (each can accumulate): an override of :meth:`_get_loss_factor` is
+    what the step divides each loss by; :meth:`_init` runs in ``before_run``
+    and sets ``divisible_iters``, ``remainder_iters`` and ``initialized``.
     """
 
     priority = 'ABOVE_NORMAL'
@@ -81,6 +87,10 @@ class OptimizerHook(Hook):
     _optim_step: Optional[OptimStep] = None  # made at first use for a subclass without __init__
     _counts_own_steps = False  # after_train_iter overridden: optimizer.step() is counted
     _step_counter = None  # the optimizer step hook that counts them
+    # mmcv 1.x GradientCumulativeOptimizerHook's attributes, set by _init (see there)
+    initialized = False
+    divisible_iters = 0
+    remainder_iters = 0
     #: See the class docstring; an instance attribute once set.
     clip_params = 'model'
 
@@ -144,6 +154,15 @@ class OptimizerHook(Hook):
         """
         return clip_by_norm(params, self.grad_clip)
 
+    def detect_anomalous_parameters(self, loss: torch.Tensor, runner) -> None:
+        """mmcv 1.x's: log an error for each trainable parameter ``loss`` does not depend on.
+
+        What ``detect_anomalous_params=True`` does before each backward (a
+        subclass's override is called there); rank-local. Walks the autograd
+        graph: slow, for debugging DDP's unused parameters.
+        """
+        log_unused_parameters(loss, runner.model, runner.logger)
+
     def _clip(self, runner) -> Optional[torch.Tensor]:
         """The step's ``clip``: :meth:`clip_grads` over the parameters ``clip_params`` names."""
         if self.clip_params == 'optimizer':
@@ -159,6 +178,38 @@ class OptimizerHook(Hook):
         """What this iteration's loss is divided by before backward (accumulation)."""
         return self.optim_step.loss_divisor(runner.iter)
 
+    # -- mmcv 1.x GradientCumulativeOptimizerHook's override points (every hook here accumulates)
+    def _init(self, runner) -> None:
+        """Warn about a resume inside a window and about BatchNorm; split the run (rank-local).
+
+        Sets mmcv's ``divisible_iters`` (iterations in whole windows),
+        ``remainder_iters`` (those of the shorter last window), both from the
+        run's end as it stands (:func:`run_end`), and ``initialized``. Called
+        in ``before_run``, so a 1.x subclass's own ``after_train_iter`` that
+        starts with ``if not self.initialized: self._init(runner)`` finds it done.
+        """
+        if self.cumulative_iters > 1:
+            self._warn_about_accumulation(runner)
+        end, length = run_end(runner), self.cumulative_iters
+        self.remainder_iters = 0 if end is None else end % length
+        self.divisible_iters = 0 if end is None else end - self.remainder_iters
+        self.initialized = True
+
+    def _get_loss_factor(self, runner) -> int:
+        """What this iteration's loss is divided by: its accumulation window's length.
+
+        ``cumulative_iters``, or in the run's last, shorter window its own
+        length (mmcv 1.7.2's factors). A subclass's override is asked at every
+        backward instead (rank-local: each rank asks it for its own loss).
+        """
+        return self.optim_step.window.divisor(runner.iter, run_end(runner))
+
+    def _asks_loss_factor(self, runner):
+        """``ask_divisor`` for the step: a subclass's ``_get_loss_factor``, else None."""
+        if type(self)._get_loss_factor is OptimizerHook._get_loss_factor:
+            return None  # (the window answers: nothing to call per iteration)
+        return lambda iteration: self._get_loss_factor(runner)
+
     # -- the run -------------------------------------------------------------
     def before_run(self, runner) -> None:
         step = self.optim_step
@@ -172,12 +223,13 @@ class OptimizerHook(Hook):
             # mmcv's: @auto_fp16/@force_fp32 methods switch on, told the run's half dtype
             wrap_fp16_model(runner.model, step.amp_dtype)
         step.setup(runner.optimizer, runner.device, runner.model_wrapper.module, runner.logger,
-                   run_end=lambda: run_end(runner), clip=lambda: self._clip(runner))
+                   run_end=lambda: run_end(runner), clip=lambda: self._clip(runner),
+                   ask_divisor=self._asks_loss_factor(runner),
+                   detect=lambda loss: self.detect_anomalous_parameters(loss, runner))
         self._count_own_steps(runner)
         if step.micro_batch.enabled:
             check_micro_batching(runner, self._counts_own_steps)
-        if step.cumulative_iters > 1:
-            self._warn_about_accumulation(runner)
+        self._init(runner)
         if not self._settles_at_log_lines:  # (the buffer polls it at every log line)
             runner.log_buffer.add_source(lambda: self._at_log_line(runner))
             self._settles_at_log_lines = True
@@ -311,25 +363,6 @@ class OptimizerHook(Hook):
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.optim_step.load_state_dict(state)
-
-
-def run_end(runner) -> Optional[int]:
-    """One past the run's last training iteration, from where the run is now.
-
-    An iteration-based run ends at ``max_iters``. An epoch-based one ends
-    ``max_epochs - epoch`` loader lengths after the current epoch's first
-    iteration, counted with the loader as it is now: a run resumed on another
-    number of processes (or batch size) has a different number of iterations
-    per epoch than its checkpoint's iteration count implies, and a stored
-    ``max_iters`` would put the end of the run in the wrong place.
-    """
-    if runner.max_epochs is None:
-        return runner.max_iters
-    try:
-        per_epoch = len(runner.data_loader)
-    except TypeError:  # (a loader without a length: the runner's own count)
-        return runner.max_iters
-    return runner.iter - runner.inner_iter + (runner.max_epochs - runner.epoch) * per_epoch
 
 
 @HOOKS.register_module()

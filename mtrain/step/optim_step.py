@@ -100,6 +100,8 @@ class OptimStep:
         self.logger = None
         self.run_end: Callable[[], Optional[int]] = lambda: None
         self.clip: Callable[[], Optional[torch.Tensor]] = self._clip_optimizer_params
+        self.ask_divisor: Optional[Callable[[int], int]] = None  # see setup
+        self.detect: Callable[[torch.Tensor], None] = self._log_unused  # see setup
         self._gathered: Optional[List[Grads]] = None
         self._pending: Dict[str, Any] = {}
         self._applied = False  # an update of this run is known to have been applied
@@ -112,6 +114,12 @@ class OptimStep:
     def scaler(self) -> Optional[torch.amp.GradScaler]:
         return None if self.scaled_step is None else self.scaled_step.scaler
 
+    def use_scaler(self, scaler: torch.amp.GradScaler) -> None:
+        """Scale, unscale and step with ``scaler`` (an mmcv 1.x hook's own ``loss_scaler``)."""
+        if self.scaled_step is None:  # (bf16 or full precision until now: dynamic scaling)
+            self.scaled_step = ScaledStep({}, None)
+        self.scaled_step.use(scaler)
+
     @property
     def can_skip(self) -> bool:
         """Whether an update may be skipped (then ``grad_norm`` goes through ``grad_norms``)."""
@@ -121,7 +129,9 @@ class OptimStep:
     def setup(self, optimizer: torch.optim.Optimizer, device: torch.device,
               model: Optional[nn.Module] = None, logger: Any = None,
               run_end: Optional[Callable[[], Optional[int]]] = None,
-              clip: Optional[Callable[[], Optional[torch.Tensor]]] = None) -> None:
+              clip: Optional[Callable[[], Optional[torch.Tensor]]] = None,
+              ask_divisor: Optional[Callable[[int], int]] = None,
+              detect: Optional[Callable[[torch.Tensor], None]] = None) -> None:
         """Bind the optimizer, the user's model and the run's end; restore a resumed state.
 
         ``run_end()``: one past the run's last iteration as the run stands
@@ -129,11 +139,17 @@ class OptimStep:
         ``clip()``: clips the gradients with ``grad_clip`` and returns the norm
         before clipping; the caller says which parameters, in which order (the
         optimizer hooks: mmcv's or mmengine's). Default: the optimizer's
-        parameters in the model's order.
+        parameters in the model's order. ``ask_divisor(iteration)``: what that
+        iteration's loss is divided by, asked at every backward in place of
+        the window (a 1.x subclass's own ``_get_loss_factor``); None: the
+        window's answer. ``detect(loss)``: what ``detect_anomalous_params``
+        does at each backward (default: log the parameters ``loss`` skips).
         """
         self.optimizer, self.model, self.logger = optimizer, model, logger
         self.run_end = run_end or (lambda: None)
         self.clip = clip or self._clip_optimizer_params
+        self.ask_divisor = ask_divisor
+        self.detect = detect or self._log_unused
         self._applied = False
         first = next(optimizer_params(optimizer), None)
         for counter in (self.overflow_skips, self.nonfinite_skips):
@@ -180,6 +196,8 @@ class OptimStep:
 
     def loss_divisor(self, iteration: int) -> int:
         """What iteration ``iteration``'s loss is divided by (its window's length)."""
+        if self.ask_divisor is not None:
+            return self.ask_divisor(iteration)
         return self.window.divisor(iteration, self.run_end())
 
     @property
@@ -192,10 +210,10 @@ class OptimStep:
     def backward(self, loss: torch.Tensor, iteration: int) -> None:
         """Back-propagate ``loss`` ÷ the window length, times the loss scale."""
         if self.detect_anomalous_params:
-            log_unused_parameters(loss, self.model, self.logger)
+            self.detect(loss)
         if self.skip_nonfinite and self.scaled_step is None:
             self.losses.observe(loss)  # stays on the device; decided at the update
-        if self.window.length != 1:
+        if self.window.length != 1 or self.ask_divisor is not None:
             loss = loss / self.loss_divisor(iteration)
         if self.scaled_step is not None:
             loss = self.scaled_step.scaler.scale(loss)
@@ -237,6 +255,10 @@ class OptimStep:
             return UpdateResult(verdict, None, 'inf/NaN gradients')  # its norm is inf
         self._applied = True
         return STEPPED if grad_norm is None else UpdateResult(verdict, grad_norm)
+
+    def _log_unused(self, loss: torch.Tensor) -> None:
+        """The default ``detect``: one error line per parameter ``loss`` does not depend on."""
+        log_unused_parameters(loss, self.model, self.logger)
 
     def _clip_optimizer_params(self) -> Optional[torch.Tensor]:
         """The default ``clip``: the optimizer's parameters, in the model's order."""

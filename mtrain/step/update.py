@@ -97,13 +97,41 @@ class ScaledStep:
     def __init__(self, scaler_args: Dict[str, Any], static_scale: Optional[float]) -> None:
         self.scaler_args, self.static_scale = scaler_args, static_scale
         self.scaler: Optional[torch.amp.GradScaler] = None
+        self.given = False  # the scaler was set from outside: keep it (see use)
         self._hooked: Optional[torch.optim.Optimizer] = None
         self._handle = None
         self._stepped = False
         self._flag: Optional[torch.Tensor] = None
 
     def start(self, device: torch.device) -> None:
+        """The scaler for ``device``: the one already made (or given) if it is for that device.
+
+        One made for another device (read before the run, see
+        :meth:`made_early`) hands its state (scale, growth tracker) to the new
+        one; one given by :meth:`use` is used as it is.
+        """
+        early = self.scaler
+        if self.given or (early is not None and early._device == device.type):
+            return
         self.scaler = torch.amp.GradScaler(device.type, **self.scaler_args)
+        if early is not None and early.state_dict():
+            self.scaler.load_state_dict(early.state_dict())
+
+    def made_early(self) -> torch.amp.GradScaler:
+        """The scaler, made now for the likely device if the run has not made it yet.
+
+        mmcv 1.x makes its scaler in the hook's ``__init__``; code may read it
+        (or load a state into it) before the run. :meth:`start` keeps it, or
+        moves its state to the run's device.
+        """
+        if self.scaler is None:
+            self.scaler = torch.amp.GradScaler('cuda' if torch.cuda.is_available() else 'cpu',
+                                               **self.scaler_args)
+        return self.scaler
+
+    def use(self, scaler: torch.amp.GradScaler) -> None:
+        """Step with ``scaler`` (a 1.x hook that sets ``self.loss_scaler`` itself)."""
+        self.scaler, self.given = scaler, True
 
     def stop(self) -> None:
         if self._handle is not None:

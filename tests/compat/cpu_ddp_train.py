@@ -10,15 +10,27 @@ configs of the tests use ``BN``, so no ``SyncBN`` is replaced. Run it under
 the route: ``torchrun ... -m mtrain.compat.run cpu_ddp_train.py TOOL CONFIG
 --launcher pytorch``.
 
+mmgen 0.7 has no such function: its ``train_model`` calls ``model.cuda()`` and
+passes ``device_ids=[torch.cuda.current_device()]`` to its own
+``DistributedDataParallelWrapper``, which moves each submodule to the GPU and
+scatters inputs to the current device; its ``DistributedSampler`` broadcasts
+the shuffle seed from a CUDA tensor (``sync_random_seed(device='cuda')``); its
+``DynamicIterBasedRunner.resume``
+loads onto ``torch.cuda.current_device()`` by default. :func:`cpu_mmgen`
+replaces those, and only those, for a CPU-only machine (one process too, for
+``--resume-from``), under mmcv's own runner as under the route. Under mmcv's
+own runner (``--mmcv-runner``), whose ``init_dist`` divides by the GPU count,
+:func:`cpu_init_dist` stands in for it, and its ``MMDistributedDataParallel``
+gets back the ``_use_replicated_tensor_module = False`` that torch 1.13's DDP
+had and that its ``_run_ddp_forward`` reads (torch 2.x dropped it), so that
+both runners run 2 processes.
+
 mmselfsup 0.11 wraps inline in ``train_model``
-(``MMDistributedDataParallel(model.cuda(), device_ids=[torch.cuda.current_device()])``):
-there the harness swaps that module's ``MMDistributedDataParallel`` for the CPU
-wrap, makes ``model.cuda()`` return the model and ``torch.cuda.current_device()``
-0, and has its ``DistributedSampler`` broadcast its seed from a CPU tensor (its
-``sync_random_seed`` defaults to ``device='cuda'``): CUDA-only calls that cannot run here. Under ``--mmcv-runner`` it also
-replaces mmcv 1.7.2's ``init_dist``, whose ``torch.cuda.set_device(rank %
-device_count())`` divides by zero without a GPU, by the same
-``init_process_group`` call without it.
+(``MMDistributedDataParallel(model.cuda(), device_ids=[torch.cuda.current_device()])``)
+and its ``DistributedSampler`` broadcasts its seed from a CUDA tensor:
+:func:`cpu_mmselfsup` swaps that module's ``MMDistributedDataParallel`` for the
+CPU wrap, makes ``model.cuda()`` return the model and ``current_device()`` 0
+while ``train_model`` runs, and has the sampler broadcast from the CPU.
 """
 
 import functools
@@ -40,10 +52,50 @@ def cpu_ddp(model, device='cuda', *args, **kwargs):
     return MMDistributedDataParallel(model, *args, **kwargs)
 
 
-def selfsup_on_cpu() -> None:
-    """mmselfsup's inline CUDA DDP wrap, on the CPU (see the module docstring)."""
+def cpu_init_dist(launcher, backend='gloo', **kwargs):
+    """mmcv 1.7.2's ``init_dist('pytorch')`` without its ``torch.cuda.set_device``."""
+    import torch.distributed as dist
+    assert launcher == 'pytorch', f'cpu_ddp_train.py: launcher {launcher!r} not stood in for'
+    dist.init_process_group(backend=backend, **kwargs)
+
+
+def cpu_mmgen() -> None:
+    """mmgen's CUDA-only steps on the CPU (see the module docstring); ``model.cuda()``
+    and ``current_device()`` become no-ops whose results the CPU wrapper ignores."""
+    import torch
+    from mmcv.parallel import MMDistributedDataParallel
+    from mmcv.parallel.scatter_gather import scatter_kwargs
+    from mmgen.apis import train
+    from mmgen.core.ddp_wrapper import DistributedDataParallelWrapper
+    from mmgen.core.runners import DynamicIterBasedRunner
+    from mmgen.utils import dist_util
+
+    class CpuWrapper(DistributedDataParallelWrapper):
+        """mmgen's wrapper: each trainable submodule in its own DDP, without devices."""
+
+        def to_ddp(self, device_ids, dim, broadcast_buffers, find_unused_parameters, **kwargs):
+            for name, module in self.module._modules.items():
+                if any(p.requires_grad for p in module.parameters()):
+                    self.module._modules[name] = MMDistributedDataParallel(
+                        module, dim=dim, broadcast_buffers=broadcast_buffers,
+                        find_unused_parameters=find_unused_parameters, **kwargs)
+
+        def scatter(self, inputs, kwargs, device_ids):
+            return scatter_kwargs(inputs, kwargs, [-1], dim=self.dim)
+
+    train.DistributedDataParallelWrapper = CpuWrapper
+    train.MMDistributedDataParallel = cpu_ddp  # the whole GAN in one DDP (use_ddp_wrapper=False)
+    torch.nn.Module.cuda = lambda self, device=None: self
+    torch.cuda.current_device = lambda: 0
+    dist_util.sync_random_seed.__defaults__ = (None, 'cpu')
+    DynamicIterBasedRunner.resume.__defaults__ = (True, True, 'cpu')
+
+
+def cpu_mmselfsup() -> None:
+    """mmselfsup's CUDA-only steps on the CPU (see the module docstring)."""
     train = importlib.import_module('mmselfsup.apis.train')
     apis = importlib.import_module('mmselfsup.apis')
+    sampler = importlib.import_module('mmselfsup.datasets.samplers.distributed_sampler')
     train_model = train.train_model
     train.MMDistributedDataParallel = cpu_ddp
 
@@ -53,22 +105,7 @@ def selfsup_on_cpu() -> None:
             return train_model(model, *args, **kwargs)
 
     apis.train_model = train.train_model = on_cpu
-    sampler = importlib.import_module('mmselfsup.datasets.samplers.distributed_sampler')
     sampler.sync_random_seed = functools.partial(sampler.sync_random_seed, device='cpu')
-
-
-def mmcv_init_dist_on_cpu() -> None:
-    """mmcv 1.7.2's own ``init_dist('pytorch')`` without its ``torch.cuda.set_device``."""
-    import mmcv.runner
-    if not mmcv.runner.init_dist.__module__.startswith('mmcv.'):
-        return  # the route's init_dist runs on the CPU as it is
-
-    def init_dist(launcher, backend='nccl', **kwargs):
-        assert launcher == 'pytorch', launcher
-        import torch.distributed as dist
-        dist.init_process_group(backend=backend, **kwargs)
-
-    mmcv.runner.init_dist = init_dist
 
 
 def main() -> None:
@@ -78,9 +115,15 @@ def main() -> None:
     for module, name in WRAPS:  # the codebase whose tools/ the script is in
         if f'{osp.sep}{module.split(".")[0]}{osp.sep}' in script:
             setattr(importlib.import_module(module), name, cpu_ddp)
+    runner = importlib.import_module('mmcv.runner')
+    if runner.init_dist.__module__.startswith('mmcv.'):  # mmcv's own (not the route's)
+        runner.init_dist = cpu_init_dist
+        importlib.import_module('mmcv.parallel').MMDistributedDataParallel.\
+            _use_replicated_tensor_module = False
+    if f'{osp.sep}mmgen{osp.sep}' in script:
+        cpu_mmgen()
     if f'{osp.sep}mmselfsup{osp.sep}' in script:
-        selfsup_on_cpu()
-    mmcv_init_dist_on_cpu()
+        cpu_mmselfsup()
     runpy.run_path(script, run_name='__main__')
 
 

@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn.utils import clip_grad
 
 from mtrain.hooks import EMAHook, GradientCumulativeOptimizerHook, Hook, OptimizerHook
-from mtrain.hooks.fp16 import Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook
+from mtrain.hooks.fp16 import Fp16OptimizerHook
 
 
 class DistOptimizerHook(OptimizerHook):
@@ -113,40 +113,3 @@ def test_has_batch_norm_as_mmcv():
     assert hook.has_batch_norm(nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.BatchNorm1d(2))))
     assert not hook.has_batch_norm(nn.Sequential(nn.Linear(2, 2), nn.LayerNorm(2)))
     assert hook.cumulative_iters == 2
-
-
-class GradAccumFp16OptimizerHook(Fp16OptimizerHook):
-    """mmselfsup 0.11's fp16 hook: mmcv's ``Fp16OptimizerHook.__init__``, its own step.
-
-    It reaches the scaler by mmcv 1.7.2's names, ``loss_scaler`` and
-    ``_scale_update_param``, and keeps the scaler state in ``runner.meta``.
-    """
-
-    def __init__(self, update_interval=1, **kwargs):
-        super().__init__(**kwargs)
-        self.update_interval = update_interval
-
-    def after_train_iter(self, runner):
-        runner.outputs['loss'] /= self.update_interval
-        self.loss_scaler.scale(runner.outputs['loss']).backward()
-        if self.every_n_iters(runner, self.update_interval):
-            self.loss_scaler.unscale_(runner.optimizer)
-            self.loss_scaler.step(runner.optimizer)
-            self.loss_scaler.update(self._scale_update_param)
-            runner.meta.setdefault('fp16', {})['loss_scaler'] = self.loss_scaler.state_dict()
-            runner.model.zero_grad()
-            runner.optimizer.zero_grad()
-
-
-def test_fp16_subclass_doing_its_own_step_through_mmcvs_scaler_names(make_runner, toy_loader):
-    # Was: AttributeError 'GradAccumFp16OptimizerHook' object has no attribute 'loss_scaler'.
-    hook = GradAccumFp16OptimizerHook(update_interval=2, loss_scale=512.)
-    ours, seen = _run(make_runner, toy_loader, hook)
-    base, _ = _run(make_runner, toy_loader,
-                   GradientCumulativeFp16OptimizerHook(cumulative_iters=2, loss_scale=512.))
-    assert seen == [0, 1, 1, 2, 2, 3]
-    assert hook._scale_update_param == 512. and hook.loss_scaler.get_scale() == 512.
-    assert ours.meta['fp16']['loss_scaler']['scale'] == 512.
-    assert all(torch.equal(a, b) for a, b in zip(_weights(ours), _weights(base)))
-    dynamic = GradAccumFp16OptimizerHook(loss_scale='dynamic')
-    assert dynamic._scale_update_param is None

@@ -53,3 +53,12 @@ def test_test_tool_on_two_ranks_scores_like_one_process(tmp_path, capfd):
     out = capfd.readouterr().out.strip().splitlines()
     assert codes == [0, 0]
     assert [json.loads(line) for line in out if line.startswith('{')] == [single]  # rank 0 only
+
+
+def test_test_tool_on_two_ranks_says_a_mistake_once(tmp_path, capfd):
+    """Every rank meets the missing checkpoint; the job prints it in one line, not one per rank."""
+    missing = str(tmp_path / 'no_such.pth')
+    codes, _ = launch(_test_tool_job, [DIGITS, missing, '--launcher', 'pytorch'], init=False)
+    errors = [line for line in capfd.readouterr().err.splitlines() if line.startswith('error:')]
+    assert codes == [2, 2]
+    assert len(errors) == 1 and missing in errors[0], errors

@@ -17,7 +17,7 @@ from mtrain.parallel import ModelWrapper
 from mtrain.runner import CheckpointError
 from mtrain.runner.checkpoint import (finish_sharded, get_state_dict, load_checkpoint,
                                       load_checkpoint_with_prefix, load_state_dict,
-                                      save_checkpoint, weights_to_cpu)
+                                      model_state, save_checkpoint, weights_to_cpu)
 
 
 class Net(nn.Module):
@@ -128,3 +128,57 @@ def test_a_sharded_checkpoint_saved_again_under_its_name_is_replaced_whole(tmp_p
     assert sorted(os.listdir(path)) == ['mtrain_state.pth', 'shards_2']
     assert torch.load(os.path.join(path, 'mtrain_state.pth')) == {'version': 2}
     assert sorted(os.listdir(tmp_path)) == ['iter_4.pth']  # nothing old left beside it
+
+class GAN(nn.Module):
+    """mmgen's layout: the generator and the discriminator, each in its own wrapper (DDP there)."""
+
+    def __init__(self, wrap: bool = True) -> None:
+        super().__init__()
+        self.generator = nn.Sequential(nn.Linear(2, 4), nn.BatchNorm1d(4))
+        self.discriminator = nn.Linear(4, 1)
+        if wrap:
+            self.generator = ModelWrapper(self.generator)
+            self.discriminator = ModelWrapper(self.discriminator)
+
+
+def test_load_puts_wrapper_free_names_back_under_inner_wrappers(tmp_path, caplog):
+    """As mmcv 1.7.2's ``load_state_dict``, which unwraps a wrapper at every depth: mmgen's
+    own resume loads ``generator.0.weight`` (saved by ``get_state_dict``) into a model whose
+    ``generator`` is a DDP, non-strictly, and must not leave its weights as they were."""
+    trained = GAN()
+    trained.generator(torch.randn(8, 2))  # running stats move off their initial values
+    path = str(tmp_path / 'gan.pth')
+    save_checkpoint(ModelWrapper(trained), path)
+    assert 'generator.0.weight' in torch.load(path, weights_only=True)['state_dict']
+
+    fresh = GAN()
+    with caplog.at_level(logging.WARNING):
+        load_checkpoint(ModelWrapper(fresh), path, logger=logging.getLogger('gan'))
+    assert caplog.records == []  # nothing missing, nothing unexpected
+    expected = get_state_dict(trained)
+    for name, value in get_state_dict(fresh).items():
+        assert torch.equal(value, expected[name]), name
+    # A file written with the wrappers' names (module.state_dict()) still loads, strictly.
+    other = GAN()
+    load_state_dict(other, trained.state_dict(), strict=True)
+    assert torch.equal(other.discriminator.module.weight, trained.discriminator.module.weight)
+    # The plain model takes the same file (nothing to rename).
+    plain = GAN(wrap=False)
+    load_checkpoint(plain, path, strict=True)
+    assert torch.equal(plain.generator[1].running_mean, trained.generator.module[1].running_mean)
+
+
+def test_runner_checkpoints_name_weights_without_inner_wrappers():
+    """What a runner saves (``model_state``) is what mmcv 1.7.2's runners save
+    (``get_state_dict``): an mmedit/mmgen-style model with its generator in a DDP
+    writes ``generator.0.weight``, which the plain model (a test script) loads."""
+    gan = GAN()
+    gan.generator(torch.randn(8, 2))
+    state = model_state(ModelWrapper(gan))
+    expected = get_state_dict(gan)
+    assert list(state) == list(expected)
+    assert all(torch.equal(state[k], expected[k]) for k in state)
+    assert state._metadata['generator.1'] == expected._metadata['generator.1']
+    plain = GAN(wrap=False)
+    load_state_dict(plain, state, strict=True)
+    assert torch.equal(plain.generator[1].running_mean, gan.generator.module[1].running_mean)
