@@ -10,7 +10,8 @@ The write keeps the runner's two steps (:meth:`~.RunnerCheckpoints.gather_checkp
 a collective, then ``save_checkpoint`` on rank 0):
 
 1. every rank writes its own shards into a staging folder in the work dir,
-   ``.sharded-tmp-e<epoch>-i<iter>-u<updates>`` (in the background, from a
+   ``.sharded-tmp-e<epoch>-i<iter>-u<updates>-s<n>`` (the run's n-th sharded
+   save; in the background, from a
    copy of the shards, with ``async_save``), on a gloo group of its own;
 2. rank 0 writes ``mtrain_state.pth`` into it once the shards are whole, then
    renames the folder to the checkpoint's name and moves ``latest.pth``
@@ -33,6 +34,8 @@ import glob
 import os.path as osp
 import shutil
 from typing import Any, Dict, NamedTuple, Optional
+
+import torch.distributed as dist
 
 from .checkpoint import CheckpointError
 from .checkpoint_writer import snapshot
@@ -71,9 +74,12 @@ def write_shards_of_this_point(runner, save_optimizer: bool, background: bool) -
         raise CheckpointError('sharded checkpoints are staged in the work dir: give the runner '
                               'a work_dir (or checkpoint_config.sharded=False)')
     group = _group(runner)
-    stage = osp.join(runner.work_dir, STAGE_PREFIX + 'e{}-i{}-u{}'.format(*runner._point()))
-    if runner.rank == 0 and osp.lexists(stage):  # a killed run's, at the same point
-        shutil.rmtree(stage)  # (the other ranks write only after DCP's first collective)
+    # One folder per save, never reused in a run: two saves at one point (an epoch's last
+    # iteration and its end, a preemption save) would otherwise share it, and a rank that
+    # went on to the second could create it while rank 0 renamed the first away.
+    runner._sharded_saves = getattr(runner, '_sharded_saves', 0) + 1
+    stage = osp.join(runner.work_dir, STAGE_PREFIX + 'e{}-i{}-u{}'.format(*runner._point())
+                     + f'-s{runner._sharded_saves}')
     state = local_state(runner.model_wrapper, runner.optimizer, save_optimizer)
     if background:
         state = snapshot(state)
@@ -98,4 +104,6 @@ def _group(runner) -> Any:
         if runner.rank == 0:
             for stale in glob.glob(osp.join(runner.work_dir, STAGE_PREFIX + '*')):
                 shutil.rmtree(stale, ignore_errors=True)
+        if runner._checkpoint_group is not None:  # no rank stages before the removal is done
+            dist.barrier(group=runner._checkpoint_group)
     return runner._checkpoint_group
