@@ -274,14 +274,21 @@ def test_stream_sampler_resumed_in_a_later_pass_warns(tmp_path, caplog):
 
 @pytest.mark.slow  # worker processes
 def test_persistent_workers_resumed_in_a_later_pass_warn_and_keep_the_order(tmp_path, caplog):
+    made = []
+
     def loader():
-        return DataLoader(Indexed(), batch_size=BATCH, shuffle=True, num_workers=1,
-                          persistent_workers=True)
+        made.append(DataLoader(Indexed(), batch_size=BATCH, shuffle=True, num_workers=1,
+                               persistent_workers=True))
+        return made[-1]
 
     reference = _run(tmp_path / 'ref', 14, loader=loader())
     lines, resumed = _resume_warnings(tmp_path, caplog, loader, 'worker processes')
     assert resumed.seen == reference.seen[12 * BATCH:]  # the order is still exact
     assert len(lines) == 1 and 'augmentation streams restart' in lines[0]
+    # Persistent workers live as long as their loader. Ended here, while their queues are
+    # whole: left to a cyclic garbage collection, torch waited 5 s for each (15 s of suite).
+    for each in made:
+        each._iterator._shutdown_workers()
 
 
 def test_checkpoint_without_pass_record_warns(tmp_path, caplog):
