@@ -5,6 +5,7 @@ One list for every test that compares against mmcv 1.7.2 itself: ``$MMCV_PYTHON`
 to make one: the docstring of tests/compat/test_mmcv_e2e.py.
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -32,8 +33,15 @@ def find(probe: str, wanted: Sequence[str], needs: str) -> Optional[str]:
         needs: what the test needs, for the skip message.
     """
     for python in candidates():
-        result = subprocess.run([python, '-c', probe], capture_output=True, text=True)
-        got = [v.split('+')[0] for v in result.stdout.split()]
-        if result.returncode == 0 and got == [v.split('+')[0] for v in wanted]:
+        got = [v.split('+')[0] for v in _printed(python, probe).split()]
+        if got == [v.split('+')[0] for v in wanted]:
             return python
     pytest.skip(f'needs a Python with {needs}: set MMCV_PYTHON ({SETUP})')
+
+
+@functools.lru_cache(maxsize=None)
+def _printed(python: str, probe: str) -> str:
+    """What ``python -c probe`` prints ('' if it fails): asked once per test process (a probe
+    imports mmcv, a second or two, and a dozen tests ask the same one)."""
+    result = subprocess.run([python, '-c', probe], capture_output=True, text=True)
+    return result.stdout if result.returncode == 0 else ''

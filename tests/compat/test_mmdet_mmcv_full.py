@@ -88,7 +88,7 @@ def _assert_same_detections(path_a: str, path_b: str, with_masks: bool) -> None:
 
 
 @pytest.mark.parametrize('name', list(CASES))
-def test_same_as_mmcv_full(world, full_python, tmp_path, name):  # noqa: F811
+def test_same_as_mmcv_full(full_python, world, tmp_path, name):  # noqa: F811 (skip first)
     metrics = CASES[name]
     config = osp.join(world[1], f'{name}.py')
     ours, theirs = str(tmp_path / 'ours'), str(tmp_path / 'theirs')
