@@ -33,10 +33,11 @@ import torch
 from torch import nn
 
 from .. import __version__
-from ..parallel import is_module_wrapper, unwrap
+from ..parallel import unwrap
 from ..utils import get_dist_info
 from ..utils.errors import refuse_url
 from ..utils.files import exchange_paths, remove_checkpoint
+from .inner_wrappers import into_inner_wrappers, out_of_inner_wrappers
 from .sharded_checkpoint import (SHARDED_KEYS, STATE_FILE, adopt_group_keys, is_sharded,
                                  keyed_by_name, load_named_optimizer_state, read_whole)
 
@@ -325,59 +326,6 @@ def load_state_dict(module: nn.Module, state_dict: Dict[str, Any], strict: bool 
     if message and get_dist_info()[0] == 0:
         (logger.warning if logger is not None else print)(message)
     return missing, unexpected, mismatched
-
-
-def out_of_inner_wrappers(state_dict: Dict[str, Any], module: nn.Module) -> Dict[str, Any]:
-    """``module.state_dict()`` with the names of the wrappers inside ``module`` taken out.
-
-    What mmcv 1.7.2's runners save (``get_state_dict``): ``generator.conv.weight``
-    for a generator wrapped in its own DDP (mmgen, mmedit), so the file loads
-    into the plain model. Renames rather than re-collects, so that the
-    modules' state_dict hooks (activation checkpointing's) still apply.
-    """
-    inner = sorted(((real, clean) for clean, real in _wrapper_prefixes(module) if clean != real),
-                   key=lambda pair: -len(pair[0]))
-    return _renamed(state_dict, inner, own={}) if inner else state_dict
-
-
-def into_inner_wrappers(state_dict: Dict[str, Any], module: nn.Module,
-                        own: Dict[str, Any]) -> Dict[str, Any]:
-    """``state_dict`` with its wrapper-free names put back under ``module``'s inner wrappers.
-
-    mmcv 1.7.2's ``load_state_dict`` unwraps a model wrapper at every depth, as
-    :func:`get_state_dict` leaves them out when saving: mmgen wraps the generator
-    and the discriminator each in its own DDP, so ``generator.conv.weight`` in
-    the file is ``generator.module.conv.weight`` in the wrapped model. A key the
-    model already has (a file written with the wrappers' names) is kept.
-    """
-    inner = sorted(((clean, real) for clean, real in _wrapper_prefixes(module) if clean != real),
-                   key=lambda pair: -len(pair[0]))  # the deepest module first
-    return _renamed(state_dict, inner, own) if inner else state_dict
-
-
-def _renamed(state_dict: Dict[str, Any], prefixes: List[Tuple[str, str]],
-             own: Dict[str, Any]) -> OrderedDict:
-    """Each key (and ``_metadata`` entry) not in ``own``: its first ``(old, new)`` prefix replaced."""
-    def rename(key: str) -> str:
-        for old, new in prefixes:
-            if key.startswith(old) and key not in own:
-                return new + key[len(old):]
-        return key
-
-    renamed = OrderedDict((rename(k), v) for k, v in state_dict.items())
-    renamed._metadata = OrderedDict((rename(k + '.')[:-1], v) for k, v in
-                                    getattr(state_dict, '_metadata', {}).items())
-    return renamed
-
-
-def _wrapper_prefixes(module: nn.Module, clean: str = '', real: str = ''):
-    """``(prefix without wrappers, prefix in module.state_dict())`` of each module inside."""
-    while is_module_wrapper(module):
-        module, real = module.module, f'{real}module.'
-    yield clean, real
-    for name, child in module._modules.items():
-        if child is not None:
-            yield from _wrapper_prefixes(child, f'{clean}{name}.', f'{real}{name}.')
 
 
 def _mismatch_message(missing: List[str], unexpected: List[str], mismatched: List[str]) -> str:

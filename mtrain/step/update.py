@@ -98,6 +98,7 @@ class ScaledStep:
         self.scaler_args, self.static_scale = scaler_args, static_scale
         self.scaler: Optional[torch.amp.GradScaler] = None
         self.given = False  # the scaler was set from outside: keep it (see use)
+        self._made_for: Optional[str] = None  # the device type the scaler was made for
         self._hooked: Optional[torch.optim.Optimizer] = None
         self._handle = None
         self._stepped = False
@@ -111,8 +112,9 @@ class ScaledStep:
         one; one given by :meth:`use` is used as it is.
         """
         early = self.scaler
-        if self.given or (early is not None and early._device == device.type):
+        if self.given or (early is not None and self._made_for == device.type):
             return
+        self._made_for = device.type
         self.scaler = torch.amp.GradScaler(device.type, **self.scaler_args)
         if early is not None and early.state_dict():
             self.scaler.load_state_dict(early.state_dict())
@@ -125,8 +127,8 @@ class ScaledStep:
         moves its state to the run's device.
         """
         if self.scaler is None:
-            self.scaler = torch.amp.GradScaler('cuda' if torch.cuda.is_available() else 'cpu',
-                                               **self.scaler_args)
+            self._made_for = 'cuda' if torch.cuda.is_available() else 'cpu'
+            self.scaler = torch.amp.GradScaler(self._made_for, **self.scaler_args)
         return self.scaler
 
     def use(self, scaler: torch.amp.GradScaler) -> None:
